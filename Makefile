@@ -1,0 +1,42 @@
+# perfharness: `make run` and `make test` do all the set-up on a fresh Debian machine that
+# has the Swift toolchain.
+SWIFT ?= swift
+SYSTEM_PACKAGES := libunwind-dev libdw-dev
+# Scenarios are profiled in release, as Instruments profiles a Release build.
+RUN_CONFIGURATION ?= release
+ARGS ?=
+
+.PHONY: setup build run test bench lint clean
+
+## setup: install the missing system packages and resolve Swift packages (idempotent).
+##   apt-get as root, sudo otherwise, and a clear message when neither works.
+setup:
+	@missing=$$(for p in $(SYSTEM_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" -eq 0 ]; then sudo=""; \
+	  elif command -v sudo >/dev/null && sudo -n true 2>/dev/null; then sudo=sudo; \
+	  else echo "error: perfharness needs the Debian packages $$missing; run: sudo apt-get install -y $$missing" >&2; exit 1; fi; \
+	  echo "installing $$missing" >&2; \
+	  $$sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+	  $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	fi
+	@$(SWIFT) package resolve >/dev/null
+
+build: setup
+	$(SWIFT) build -c $(RUN_CONFIGURATION)
+
+## run: every scenario (starter variant) under the instruments; reports under Reports/.
+run: build
+	$(SWIFT) run -c $(RUN_CONFIGURATION) perfharness scenario $(ARGS)
+
+## test: the whole test suite (debug build; the end-to-end tests run the built binaries).
+test: setup
+	$(SWIFT) build --build-tests -Xswiftc -warnings-as-errors
+	$(SWIFT) test --skip-build
+
+lint:
+	$(SWIFT) format lint --recursive --strict Sources Scenarios Tests
+
+clean:
+	rm -rf .build

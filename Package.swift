@@ -1,0 +1,58 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let package = Package(
+  name: "perfharness",
+  platforms: [.macOS(.v14)],
+  products: [
+    .executable(name: "perfharness", targets: ["perfharness"]),
+    // What a user's own package depends on to declare scenarios and get the same CLI.
+    .library(name: "PerfHarness", targets: ["PerfHarness", "PerfReports", "PerfHarnessCLI"]),
+    .library(name: "PhotoSearch", targets: ["PhotoSearch"]),
+  ],
+  dependencies: [
+    .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2")
+  ],
+  targets: [
+    // C primitives: only what must be C (signal handler, unwinding, libdw access).
+    .target(
+      name: "CPerfSampler",
+      cSettings: [.define("_GNU_SOURCE")],
+      // gcc_s before unwind: libunwind must not replace libgcc_s's _Unwind_* for the
+      // whole process (DESIGN.md, "Linking").
+      linkerSettings: [.linkedLibrary("gcc_s"), .linkedLibrary("unwind")]
+    ),
+    .target(
+      name: "CPerfSymbols",
+      cSettings: [.define("_GNU_SOURCE")],
+      linkerSettings: [.linkedLibrary("dw"), .linkedLibrary("elf")]
+    ),
+
+    // The recorder, symbolizer, analyses and the public scenario API.
+    .target(name: "PerfHarness", dependencies: ["CPerfSampler", "CPerfSymbols"]),
+    // Text, JSON, HTML and export renderers.
+    .target(name: "PerfReports", dependencies: ["PerfHarness"]),
+    // The command line, as a library so a user's own executable gets the same CLI.
+    .target(
+      name: "PerfHarnessCLI",
+      dependencies: [
+        "PerfHarness", "PerfReports",
+        .product(name: "ArgumentParser", package: "swift-argument-parser"),
+      ]
+    ),
+    .executableTarget(name: "perfharness", dependencies: ["PerfHarnessCLI", "Scenarios"]),
+    // The README's example of a user's own scenarios, on the public API only.
+    .executableTarget(
+      name: "perfharness-example", dependencies: ["PerfHarnessCLI", "PerfHarness"],
+      path: "Examples/CustomScenarios"),
+
+    // The sample app (a headless model of the Instruments tutorial's app) and its scenarios.
+    .target(name: "PhotoSearch"),
+    .target(name: "Scenarios", dependencies: ["PerfHarness", "PhotoSearch"], path: "Scenarios"),
+
+    .testTarget(name: "PhotoSearchTests", dependencies: ["PhotoSearch"]),
+    .testTarget(name: "PerfHarnessTests", dependencies: ["PerfHarness"]),
+    .testTarget(name: "PerfReportsTests", dependencies: ["PerfReports"]),
+    .testTarget(name: "PerfHarnessCLITests", dependencies: ["PerfHarnessCLI"]),
+  ]
+)

@@ -1,0 +1,119 @@
+// CPerfSampler: the Time Profiler's signal-timer sampler (Linux only).
+//
+// One session at a time per process:
+//   CPerfSampler_start -> (samples accumulate) -> CPerfSampler_stop -> read the arena
+//   and the thread table -> CPerfSampler_release. Only after release can a new session
+//   start. Everything here except the signal handler runs on ordinary threads.
+#ifndef CPERFSAMPLER_H
+#define CPERFSAMPLER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum CPerfSampler_Clock {
+  /// Per-thread CPU-time timers: only running threads are sampled.
+  CPerfSampler_ClockCPU = 0,
+  /// Per-thread CLOCK_MONOTONIC timers: blocked threads are sampled too.
+  CPerfSampler_ClockWall = 1,
+} CPerfSampler_Clock;
+
+enum {
+  CPerfSampler_MinRateHz = 1,
+  CPerfSampler_MaxRateHz = 10000,
+  CPerfSampler_MinDepth = 1,
+  /// Frames are captured on the interrupted thread's stack (8 bytes each), so keep
+  /// the limit modest: a thread close to its stack limit must survive a sample.
+  CPerfSampler_MaxDepth = 1024,
+  CPerfSampler_MinBufferBytes = 4096,
+};
+
+typedef struct CPerfSampler_Config {
+  int32_t clock;        // CPerfSampler_Clock
+  int32_t rateHz;       // CPerfSampler_MinRateHz ... CPerfSampler_MaxRateHz
+  int32_t maxDepth;     // CPerfSampler_MinDepth ... CPerfSampler_MaxDepth
+  int32_t reserved;
+  uint64_t bufferBytes; // >= CPerfSampler_MinBufferBytes; reserved with MAP_NORESERVE
+} CPerfSampler_Config;
+
+typedef enum CPerfSampler_ErrorCode {
+  CPerfSampler_OK = 0,
+  CPerfSampler_ErrorInvalidClock = 1,
+  CPerfSampler_ErrorInvalidRate = 2,
+  CPerfSampler_ErrorInvalidDepth = 3,
+  CPerfSampler_ErrorInvalidBuffer = 4,
+  /// Another session is running (or stopped but not yet released).
+  CPerfSampler_ErrorBusy = 5,
+  /// A system call failed: `call` names it, `sysErrno` holds errno.
+  CPerfSampler_ErrorSystem = 6,
+  /// stop/release called in the wrong state.
+  CPerfSampler_ErrorState = 7,
+} CPerfSampler_ErrorCode;
+
+typedef struct CPerfSampler_Error {
+  int32_t code;      // CPerfSampler_ErrorCode
+  int32_t sysErrno;  // errno of the failing call, 0 if none
+  const char *call;  // static string: the failing call or the bad parameter
+} CPerfSampler_Error;
+
+/// One record in the arena; `frameCount` frames (uint64_t each) follow it directly.
+/// frames[0] is the interrupted PC, the rest are return addresses (leaf first).
+/// Records are 8-byte aligned and packed back to back; a record with tid == 0 (or the
+/// end of `usedBytes`) ends the arena.
+typedef struct CPerfSampler_SampleHeader {
+  int32_t tid;
+  uint32_t weight;       // 1 + si_overrun: timer periods this sample stands for
+  uint64_t timestampNs;  // CLOCK_MONOTONIC at handler entry
+  uint32_t handlerNs;    // handler entry to (almost) exit
+  uint32_t frameCount;   // >= 1
+} CPerfSampler_SampleHeader;
+
+typedef struct CPerfSampler_ThreadInfo {
+  int32_t tid;
+  int32_t isMain;         // tid == getpid()
+  int32_t exited;         // seen gone during recording (its timer was deleted then)
+  int32_t timerFailed;    // timer_create failed: the thread was never sampled
+  char firstName[16];     // /proc/self/task/<tid>/comm when first seen
+  char latestName[16];    // comm read last: on the scan after first sight and at stop
+                          // (empty if the thread was gone both times)
+} CPerfSampler_ThreadInfo;
+
+typedef struct CPerfSampler_Stats {
+  uint64_t startNs;            // CLOCK_MONOTONIC
+  uint64_t stopNs;
+  uint64_t signalsReceived;    // SIGPROFs from this session's timers
+  uint64_t lostSamples;        // signals whose sample did not fit in the arena
+  uint64_t unwindFallbacks;    // interrupted PC not found among unwound frames
+  uint64_t usedBytes;          // valid bytes at the start of the arena
+  uint64_t timerFailures;      // timer_create/timer_settime failures (not ESRCH/EINVAL)
+} CPerfSampler_Stats;
+
+/// Starts a session. Returns 0, or an error code with details in *error.
+/// Warms libunwind on the calling thread, arms the calling thread (and every other
+/// current thread) before returning, then a discovery thread arms new threads.
+int32_t CPerfSampler_start(const CPerfSampler_Config *config, CPerfSampler_Error *error);
+
+/// Stops sampling: joins the discovery thread, deletes every timer, disables the
+/// handler and waits for in-flight handlers. After it, the arena is immutable.
+int32_t CPerfSampler_stop(CPerfSampler_Error *error);
+
+/// Valid only between stop and release.
+void CPerfSampler_stats(CPerfSampler_Stats *stats);
+const uint8_t *CPerfSampler_arena(void);
+int32_t CPerfSampler_threadCount(void);
+int32_t CPerfSampler_threadAt(int32_t index, CPerfSampler_ThreadInfo *info);
+
+/// Frees the arena and the thread table; a new session may start afterwards.
+void CPerfSampler_release(void);
+
+/// The kernel thread id of the calling thread (tests filter samples by it).
+int32_t CPerfSampler_gettid(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,585 @@
+// The Time Profiler's sampler: per-thread POSIX timers deliver SIGPROF to each thread,
+// the handler unwinds with libunwind into a lock-free mmap arena.
+// Only the parts that must be C live here (signal handler, timers, /proc scanning).
+#include "CPerfSampler.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/ucontext.h>
+#include <time.h>
+#include <unistd.h>
+
+#define UNW_LOCAL_ONLY
+#include <libunwind.h>
+
+_Static_assert(sizeof(CPerfSampler_SampleHeader) == 24, "arena record header layout");
+_Static_assert(sizeof(CPerfSampler_SampleHeader) % 8 == 0, "frames must stay 8-byte aligned");
+_Static_assert(sizeof(CPerfSampler_Config) == 24, "config layout");
+_Static_assert(sizeof(CPerfSampler_ThreadInfo) == 48, "thread info layout");
+_Static_assert(sizeof(void *) == sizeof(uint64_t), "frames are stored as 64-bit addresses");
+
+// The kernel's MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED): another thread's CPU clock.
+// Computed unsigned because shifting a negative int is undefined in C.
+#define THREAD_CPUCLOCK(tid) ((clockid_t)((((uint32_t)~(uint32_t)(tid)) << 3) | 6u))
+
+// Frames the handler itself adds on top of the interrupted stack (handler,
+// unw_backtrace, the signal trampoline), so maxDepth interrupted frames still fit.
+#define HANDLER_FRAME_SLACK 32
+
+// Timer signals carry (tid << 32) | COOKIE_MAGIC | generation in sigev_value: the
+// handler tells its own SIGPROFs (current or earlier session) from anyone else's and
+// learns the thread id without a gettid syscall.
+#define COOKIE_MAGIC 0x5A000000u
+#define COOKIE_MAGIC_MASK 0xFF000000u
+#define COOKIE_GENERATION_MASK 0x00FFFFFFu
+
+#define DISCOVERY_INTERVAL_NS 2000000L
+
+// MARK: - State shared with the signal handler
+
+enum { STATE_IDLE = 0, STATE_RUNNING = 1, STATE_STOPPED = 2, STATE_BUSY = 3 };
+static _Atomic int32_t g_state = STATE_IDLE;
+
+static _Atomic int32_t g_enabled;
+static _Atomic int32_t g_inflight;
+static _Atomic uint32_t g_generation;
+static uint8_t *_Atomic g_arena;
+static _Atomic uint64_t g_capacity;
+static _Atomic int32_t g_maxDepth;
+
+static _Atomic uint64_t g_used;
+static _Atomic uint64_t g_signals;
+static _Atomic uint64_t g_lost;
+static _Atomic uint64_t g_fallbacks;
+
+static uintptr_t g_restorer;  // glibc's __restore_rt, read back from sigaction
+static struct sigaction g_previous;
+static bool g_installed;
+
+// MARK: - State owned by start/stop and the discovery thread
+
+typedef struct ThreadEntry {
+  pid_t tid;
+  timer_t timer;
+  bool hasTimer;
+  bool exited;
+  bool timerFailed;
+  int timerErrno;
+  uint64_t mark;
+  char firstName[16];
+  char latestName[16];
+  bool nameRefreshed;
+} ThreadEntry;
+
+static ThreadEntry *g_threads;
+static size_t g_threadCount;
+static size_t g_threadCapacity;
+static uint64_t g_scanMark;
+static _Atomic uint64_t g_timerFailures;
+
+static CPerfSampler_Config g_config;
+static uint64_t g_startNs;
+static uint64_t g_stopNs;
+static size_t g_mappedBytes;
+
+static pthread_t g_discovery;
+static bool g_discoveryRunning;
+static _Atomic int32_t g_discoveryStop;
+
+// MARK: - Helpers
+
+static inline uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);  // vDSO: async-signal-safe and cheap
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+int32_t CPerfSampler_gettid(void) { return (int32_t)syscall(SYS_gettid); }
+
+static void set_error(CPerfSampler_Error *error, int32_t code, const char *call, int err) {
+  if (error) {
+    error->code = code;
+    error->sysErrno = err;
+    error->call = call;
+  }
+}
+
+// Reads /proc/self/task/<tid>/comm into out; leaves out untouched if the thread is gone.
+static void read_comm(pid_t tid, char out[16]) {
+  char path[64];
+  const char *prefix = "/proc/self/task/";
+  size_t n = strlen(prefix);
+  memcpy(path, prefix, n);
+  char digits[16];
+  int d = 0;
+  unsigned value = (unsigned)tid;
+  do {
+    digits[d++] = (char)('0' + value % 10);
+    value /= 10;
+  } while (value && d < (int)sizeof(digits));
+  while (d) path[n++] = digits[--d];
+  memcpy(path + n, "/comm", 6);
+
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  char name[16] = {0};
+  ssize_t got = read(fd, name, 15);
+  close(fd);
+  if (got <= 0) return;
+  if (name[got - 1] == '\n') name[got - 1] = 0;
+  memcpy(out, name, 16);
+}
+
+// MARK: - Signal handler
+
+static void chain_to_previous(int sig, siginfo_t *info, void *context) {
+  // Not one of our timer signals: give it to whoever owned SIGPROF before us. If that
+  // was SIG_DFL the signal is swallowed instead of killing the process.
+  if (g_previous.sa_flags & SA_SIGINFO) {
+    if (g_previous.sa_sigaction) g_previous.sa_sigaction(sig, info, context);
+  } else if (g_previous.sa_handler != SIG_DFL && g_previous.sa_handler != SIG_IGN) {
+    g_previous.sa_handler(sig);
+  }
+}
+
+// Records one sample; runs inside the signal handler, with g_inflight held.
+static void record_sample(siginfo_t *info, void *context, uint64_t entryNs, int32_t tid) {
+  atomic_fetch_add_explicit(&g_signals, 1, memory_order_relaxed);
+
+  uint8_t *arena = atomic_load_explicit(&g_arena, memory_order_relaxed);
+  uint64_t capacity = atomic_load_explicit(&g_capacity, memory_order_relaxed);
+  int maxDepth = atomic_load_explicit(&g_maxDepth, memory_order_relaxed);
+  uintptr_t pc = (uintptr_t)((ucontext_t *)context)->uc_mcontext.gregs[REG_RIP];
+
+  void *buffer[maxDepth + HANDLER_FRAME_SLACK];
+  int captured = unw_backtrace(buffer, maxDepth + HANDLER_FRAME_SLACK);
+  if (captured < 0) captured = 0;
+
+  // Search from the trampoline on, so a handler-side frame can never match by chance.
+  int trampoline = -1;
+  for (int i = 0; i < captured; i++) {
+    if ((uintptr_t)buffer[i] == g_restorer) {
+      trampoline = i;
+      break;
+    }
+  }
+  int first = -1;
+  for (int i = trampoline + 1; i < captured; i++) {
+    if ((uintptr_t)buffer[i] == pc) {
+      first = i;
+      break;
+    }
+  }
+
+  // Either the frames from the interrupted PC on, or (fallback) the PC followed by
+  // whatever libunwind found after the trampoline.
+  int tailStart;
+  if (first >= 0) {
+    tailStart = first + 1;
+  } else {
+    atomic_fetch_add_explicit(&g_fallbacks, 1, memory_order_relaxed);
+    tailStart = trampoline >= 0 ? trampoline + 1 : captured;
+  }
+  int tailCount = captured - tailStart;
+  if (tailCount > maxDepth - 1) tailCount = maxDepth - 1;
+  if (tailCount < 0) tailCount = 0;
+  uint32_t frameCount = (uint32_t)(1 + tailCount);
+
+  uint64_t size = sizeof(CPerfSampler_SampleHeader) + (uint64_t)frameCount * 8;
+  uint64_t offset = atomic_fetch_add_explicit(&g_used, size, memory_order_relaxed);
+  if (offset + size > capacity) {
+    atomic_fetch_add_explicit(&g_lost, 1, memory_order_relaxed);
+    return;
+  }
+
+  CPerfSampler_SampleHeader *record = (CPerfSampler_SampleHeader *)(arena + offset);
+  uint64_t *frames = (uint64_t *)(record + 1);
+  frames[0] = pc;
+  for (int i = 0; i < tailCount; i++) frames[i + 1] = (uint64_t)(uintptr_t)buffer[tailStart + i];
+  record->weight = 1u + (uint32_t)(info->si_overrun > 0 ? info->si_overrun : 0);
+  record->timestampNs = entryNs;
+  record->frameCount = frameCount;
+  record->tid = tid;
+  record->handlerNs = (uint32_t)(now_ns() - entryNs);
+}
+
+static void sigprof_handler(int sig, siginfo_t *info, void *context) {
+  int savedErrno = errno;
+  uint64_t entryNs = now_ns();
+
+  uint64_t value = (uint64_t)(uintptr_t)info->si_value.sival_ptr;
+  uint32_t cookie = (uint32_t)value;
+  if (info->si_code != SI_TIMER || (cookie & COOKIE_MAGIC_MASK) != COOKIE_MAGIC) {
+    chain_to_previous(sig, info, context);
+    errno = savedErrno;
+    return;
+  }
+
+  // In-flight count first, then the enabled check (both seq_cst): stop() clears
+  // g_enabled and then waits for g_inflight == 0, so no handler touches the arena
+  // after stop() returns.
+  atomic_fetch_add(&g_inflight, 1);
+  // A generation mismatch is a SIGPROF still pending from an earlier session's
+  // (deleted) timer.
+  if (atomic_load(&g_enabled) &&
+      (cookie & COOKIE_GENERATION_MASK) ==
+          (atomic_load_explicit(&g_generation, memory_order_relaxed) & COOKIE_GENERATION_MASK)) {
+    record_sample(info, context, entryNs, (int32_t)(value >> 32));
+  }
+  atomic_fetch_sub(&g_inflight, 1);
+  errno = savedErrno;
+}
+
+static int install_handler(void) {
+  if (g_installed) return 0;
+  struct sigaction action;
+  memset(&action, 0, sizeof(action));
+  action.sa_sigaction = sigprof_handler;
+  action.sa_flags = SA_SIGINFO | SA_RESTART;
+  sigemptyset(&action.sa_mask);
+  if (sigaction(SIGPROF, &action, &g_previous) != 0) return errno;
+  // glibc reports the restorer it installed (__restore_rt): the handler uses it to find
+  // where its own frames end.
+  struct sigaction current;
+  if (sigaction(SIGPROF, NULL, &current) == 0) g_restorer = (uintptr_t)current.sa_restorer;
+  // The handler stays installed for the rest of the process, disabled between sessions:
+  // SIGPROFs from deleted timers can still be pending after stop, and restoring SIG_DFL
+  // would let one of them terminate the process. Foreign SIGPROFs are chained to the
+  // previous handler.
+  g_installed = true;
+  return 0;
+}
+
+// MARK: - Thread discovery
+
+static ThreadEntry *find_live(pid_t tid) {
+  for (size_t i = 0; i < g_threadCount; i++)
+    if (g_threads[i].tid == tid && !g_threads[i].exited) return &g_threads[i];
+  return NULL;
+}
+
+static void arm(ThreadEntry *entry) {
+  struct sigevent event;
+  memset(&event, 0, sizeof(event));
+  event.sigev_notify = SIGEV_THREAD_ID;
+  event.sigev_signo = SIGPROF;
+  event._sigev_un._tid = entry->tid;
+  uint64_t cookie = ((uint64_t)(uint32_t)entry->tid << 32) | COOKIE_MAGIC |
+                    (atomic_load(&g_generation) & COOKIE_GENERATION_MASK);
+  event.sigev_value.sival_ptr = (void *)(uintptr_t)cookie;
+  clockid_t clock = g_config.clock == CPerfSampler_ClockWall ? CLOCK_MONOTONIC : THREAD_CPUCLOCK(entry->tid);
+
+  timer_t timer;
+  if (timer_create(clock, &event, &timer) != 0) {
+    int err = errno;
+    // EINVAL/ESRCH: the thread exited between the scan and here.
+    if (err == EINVAL || err == ESRCH) {
+      entry->exited = true;
+    } else {
+      entry->timerFailed = true;
+      entry->timerErrno = err;
+      atomic_fetch_add(&g_timerFailures, 1);
+    }
+    return;
+  }
+  long period = 1000000000L / g_config.rateHz;
+  struct itimerspec spec = {
+      .it_interval = {.tv_sec = period / 1000000000L, .tv_nsec = period % 1000000000L},
+      .it_value = {.tv_sec = period / 1000000000L, .tv_nsec = period % 1000000000L},
+  };
+  if (timer_settime(timer, 0, &spec, NULL) != 0) {
+    entry->timerFailed = true;
+    entry->timerErrno = errno;
+    atomic_fetch_add(&g_timerFailures, 1);
+    timer_delete(timer);
+    return;
+  }
+  entry->timer = timer;
+  entry->hasTimer = true;
+}
+
+static void disarm(ThreadEntry *entry) {
+  if (entry->hasTimer) {
+    timer_delete(entry->timer);  // errors ignored: nothing left to do about them
+    entry->hasTimer = false;
+  }
+}
+
+static ThreadEntry *add_thread(pid_t tid) {
+  if (g_threadCount == g_threadCapacity) {
+    size_t capacity = g_threadCapacity ? g_threadCapacity * 2 : 64;
+    ThreadEntry *grown = realloc(g_threads, capacity * sizeof(ThreadEntry));
+    if (!grown) return NULL;
+    g_threads = grown;
+    g_threadCapacity = capacity;
+  }
+  ThreadEntry *entry = &g_threads[g_threadCount++];
+  memset(entry, 0, sizeof(*entry));
+  entry->tid = tid;
+  entry->mark = g_scanMark;
+  read_comm(tid, entry->firstName);
+  arm(entry);
+  return entry;
+}
+
+// Arms every thread not seen before; deletes the timers of threads that are gone, so a
+// recycled tid is treated as a new thread.
+static void scan(pid_t exclude) {
+  DIR *dir = opendir("/proc/self/task");
+  if (!dir) return;
+  g_scanMark++;
+  struct dirent *item;
+  while ((item = readdir(dir)) != NULL) {
+    if (item->d_name[0] < '0' || item->d_name[0] > '9') continue;
+    pid_t tid = (pid_t)strtol(item->d_name, NULL, 10);
+    if (tid <= 0 || tid == exclude) continue;
+    ThreadEntry *entry = find_live(tid);
+    if (entry) {
+      entry->mark = g_scanMark;
+      // A new thread usually names itself right after it starts, after the scan that
+      // found it (it inherits its creator's name until then): look once more.
+      if (!entry->nameRefreshed) {
+        entry->nameRefreshed = true;
+        read_comm(tid, entry->latestName);
+      }
+    } else {
+      add_thread(tid);
+    }
+  }
+  closedir(dir);
+  for (size_t i = 0; i < g_threadCount; i++) {
+    ThreadEntry *entry = &g_threads[i];
+    if (!entry->exited && entry->mark != g_scanMark) {
+      entry->exited = true;
+      disarm(entry);
+    }
+  }
+}
+
+static void *discovery_main(void *unused) {
+  (void)unused;
+  pid_t self = (pid_t)syscall(SYS_gettid);
+  const struct timespec interval = {.tv_sec = 0, .tv_nsec = DISCOVERY_INTERVAL_NS};
+  while (!atomic_load(&g_discoveryStop)) {
+    nanosleep(&interval, NULL);
+    if (atomic_load(&g_discoveryStop)) break;
+    scan(self);
+  }
+  return NULL;
+}
+
+// MARK: - Session lifecycle
+
+static void wait_for_handlers(void) {
+  while (atomic_load(&g_inflight) != 0) sched_yield();
+}
+
+static void teardown_timers(void) {
+  for (size_t i = 0; i < g_threadCount; i++) disarm(&g_threads[i]);
+}
+
+static void free_session(void) {
+  uint8_t *arena = atomic_load(&g_arena);
+  if (arena) munmap(arena, g_mappedBytes);
+  atomic_store(&g_arena, NULL);
+  atomic_store(&g_capacity, 0);
+  g_mappedBytes = 0;
+  free(g_threads);
+  g_threads = NULL;
+  g_threadCount = g_threadCapacity = 0;
+}
+
+static void warm_unwinder(void) {
+  // libunwind initializes its address space, its per-thread trace cache (mmap,
+  // pthread_once, pthread_setspecific) and its caches of the loaded objects on first
+  // use. Doing that here, outside any signal handler, keeps that one-time work out of
+  // the handler where an interrupted thread may hold the locks it needs, and keeps the
+  // first samples' handler time representative. Threads other than the caller warm up
+  // on their first sample (libunwind's allocation there is mmap-based, not malloc).
+  void *frames[64];
+  (void)unw_backtrace(frames, 64);
+}
+
+int32_t CPerfSampler_start(const CPerfSampler_Config *config, CPerfSampler_Error *error) {
+  set_error(error, CPerfSampler_OK, NULL, 0);
+  if (!config) {
+    set_error(error, CPerfSampler_ErrorInvalidClock, "config", 0);
+    return CPerfSampler_ErrorInvalidClock;
+  }
+  if (config->clock != CPerfSampler_ClockCPU && config->clock != CPerfSampler_ClockWall) {
+    set_error(error, CPerfSampler_ErrorInvalidClock, "clock", 0);
+    return CPerfSampler_ErrorInvalidClock;
+  }
+  if (config->rateHz < CPerfSampler_MinRateHz || config->rateHz > CPerfSampler_MaxRateHz) {
+    set_error(error, CPerfSampler_ErrorInvalidRate, "rateHz", 0);
+    return CPerfSampler_ErrorInvalidRate;
+  }
+  if (config->maxDepth < CPerfSampler_MinDepth || config->maxDepth > CPerfSampler_MaxDepth) {
+    set_error(error, CPerfSampler_ErrorInvalidDepth, "maxDepth", 0);
+    return CPerfSampler_ErrorInvalidDepth;
+  }
+  if (config->bufferBytes < CPerfSampler_MinBufferBytes || config->bufferBytes > ((uint64_t)1 << 40)) {
+    set_error(error, CPerfSampler_ErrorInvalidBuffer, "bufferBytes", 0);
+    return CPerfSampler_ErrorInvalidBuffer;
+  }
+
+  int32_t expected = STATE_IDLE;
+  if (!atomic_compare_exchange_strong(&g_state, &expected, STATE_BUSY)) {
+    set_error(error, CPerfSampler_ErrorBusy, "CPerfSampler_start", EBUSY);
+    return CPerfSampler_ErrorBusy;
+  }
+
+  warm_unwinder();
+
+  int err = install_handler();
+  if (err) {
+    set_error(error, CPerfSampler_ErrorSystem, "sigaction(SIGPROF)", err);
+    atomic_store(&g_state, STATE_IDLE);
+    return CPerfSampler_ErrorSystem;
+  }
+
+  long page = sysconf(_SC_PAGESIZE);
+  size_t bytes = (size_t)((config->bufferBytes + (uint64_t)page - 1) & ~((uint64_t)page - 1));
+  void *arena = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (arena == MAP_FAILED) {
+    set_error(error, CPerfSampler_ErrorSystem, "mmap(arena)", errno);
+    atomic_store(&g_state, STATE_IDLE);
+    return CPerfSampler_ErrorSystem;
+  }
+
+  g_config = *config;
+  g_mappedBytes = bytes;
+  atomic_store(&g_arena, (uint8_t *)arena);
+  atomic_store(&g_capacity, config->bufferBytes);
+  atomic_store(&g_maxDepth, config->maxDepth);
+  atomic_store(&g_used, 0);
+  atomic_store(&g_signals, 0);
+  atomic_store(&g_lost, 0);
+  atomic_store(&g_fallbacks, 0);
+  atomic_store(&g_timerFailures, 0);
+  atomic_fetch_add(&g_generation, 1);
+  g_scanMark = 0;
+  g_stopNs = 0;
+  atomic_store(&g_discoveryStop, 0);
+  g_discoveryRunning = false;
+
+  g_startNs = now_ns();
+  atomic_store(&g_enabled, 1);
+
+  // The first scan runs here, so the calling thread and every thread alive now are
+  // sampled from the moment start returns.
+  scan(0);
+  pid_t self = (pid_t)syscall(SYS_gettid);
+  ThreadEntry *me = find_live(self);
+  if (!me || !me->hasTimer) {
+    int failure = me ? me->timerErrno : ESRCH;
+    atomic_store(&g_enabled, 0);
+    teardown_timers();
+    wait_for_handlers();
+    free_session();
+    set_error(error, CPerfSampler_ErrorSystem, "timer_create(calling thread)", failure);
+    atomic_store(&g_state, STATE_IDLE);
+    return CPerfSampler_ErrorSystem;
+  }
+
+  // The discovery thread starts with every signal blocked (it is never sampled and
+  // must not run anyone's handlers).
+  sigset_t all, saved;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &saved);
+  err = pthread_create(&g_discovery, NULL, discovery_main, NULL);
+  pthread_sigmask(SIG_SETMASK, &saved, NULL);
+  if (err) {
+    atomic_store(&g_enabled, 0);
+    teardown_timers();
+    wait_for_handlers();
+    free_session();
+    set_error(error, CPerfSampler_ErrorSystem, "pthread_create(discovery)", err);
+    atomic_store(&g_state, STATE_IDLE);
+    return CPerfSampler_ErrorSystem;
+  }
+  g_discoveryRunning = true;
+  atomic_store(&g_state, STATE_RUNNING);
+  return CPerfSampler_OK;
+}
+
+int32_t CPerfSampler_stop(CPerfSampler_Error *error) {
+  set_error(error, CPerfSampler_OK, NULL, 0);
+  int32_t expected = STATE_RUNNING;
+  if (!atomic_compare_exchange_strong(&g_state, &expected, STATE_BUSY)) {
+    set_error(error, CPerfSampler_ErrorState, "CPerfSampler_stop (no running session)", 0);
+    return CPerfSampler_ErrorState;
+  }
+  if (g_discoveryRunning) {
+    atomic_store(&g_discoveryStop, 1);
+    pthread_join(g_discovery, NULL);
+    g_discoveryRunning = false;
+  }
+  g_stopNs = now_ns();
+  teardown_timers();
+  // Signals already queued may still arrive: the handler ignores them from here on,
+  // and the arena stays mapped until release anyway.
+  atomic_store(&g_enabled, 0);
+  wait_for_handlers();
+
+  for (size_t i = 0; i < g_threadCount; i++) {
+    ThreadEntry *entry = &g_threads[i];
+    if (!entry->exited) read_comm(entry->tid, entry->latestName);
+  }
+  atomic_store(&g_state, STATE_STOPPED);
+  return CPerfSampler_OK;
+}
+
+void CPerfSampler_stats(CPerfSampler_Stats *stats) {
+  memset(stats, 0, sizeof(*stats));
+  if (atomic_load(&g_state) != STATE_STOPPED) return;
+  uint64_t used = atomic_load(&g_used);
+  uint64_t capacity = atomic_load(&g_capacity);
+  stats->startNs = g_startNs;
+  stats->stopNs = g_stopNs;
+  stats->signalsReceived = atomic_load(&g_signals);
+  stats->lostSamples = atomic_load(&g_lost);
+  stats->unwindFallbacks = atomic_load(&g_fallbacks);
+  stats->usedBytes = used < capacity ? used : capacity;
+  stats->timerFailures = atomic_load(&g_timerFailures);
+}
+
+const uint8_t *CPerfSampler_arena(void) {
+  if (atomic_load(&g_state) != STATE_STOPPED) return NULL;
+  return atomic_load(&g_arena);
+}
+
+int32_t CPerfSampler_threadCount(void) {
+  if (atomic_load(&g_state) != STATE_STOPPED) return 0;
+  return (int32_t)g_threadCount;
+}
+
+int32_t CPerfSampler_threadAt(int32_t index, CPerfSampler_ThreadInfo *info) {
+  if (atomic_load(&g_state) != STATE_STOPPED || index < 0 || (size_t)index >= g_threadCount) return -1;
+  ThreadEntry *entry = &g_threads[index];
+  memset(info, 0, sizeof(*info));
+  info->tid = entry->tid;
+  info->isMain = entry->tid == getpid();
+  info->exited = entry->exited;
+  info->timerFailed = entry->timerFailed;
+  memcpy(info->firstName, entry->firstName, 16);
+  memcpy(info->latestName, entry->latestName, 16);
+  return 0;
+}
+
+void CPerfSampler_release(void) {
+  int32_t expected = STATE_STOPPED;
+  if (!atomic_compare_exchange_strong(&g_state, &expected, STATE_BUSY)) return;
+  free_session();
+  atomic_store(&g_state, STATE_IDLE);
+}

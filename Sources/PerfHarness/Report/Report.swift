@@ -1,0 +1,88 @@
+/// One scenario run as the JSON report (schemaVersion 1) stores it. The keys are the
+/// contract CI consumers read: see the README's "JSON report" section.
+public struct Report: Codable, Sendable {
+  public var schemaVersion: Int
+  public var tool: Tool
+  public var environment: RunEnvironment
+  public var scenario: ScenarioInfo
+  public var status: RunStatus
+  /// Why the run did not finish, when it did not.
+  public var error: String?
+  public var wallTimeMilliseconds: Double
+  /// Wall time of the scenario's named steps, aggregated by name in order of first use.
+  public var steps: [StepSummary]
+  /// The generation marks, in order.
+  public var marks: [GenerationMark]
+  public var checks: [CheckResult]
+
+  public static let currentSchemaVersion = 1
+
+  public struct Tool: Codable, Sendable {
+    public var name: String
+    public var version: String
+  }
+
+  public struct ScenarioInfo: Codable, Sendable {
+    public var name: String
+    public var variant: String
+    public var iterations: Int
+    public var instruments: [Instrument]
+  }
+}
+
+/// How a run ended.
+public enum RunStatus: String, Codable, Sendable {
+  case passed, failed, crashed
+}
+
+/// Wall time of one named scenario step.
+public struct StepSummary: Codable, Sendable {
+  public var name: String
+  public var count: Int
+  public var totalMilliseconds: Double
+  public var medianMilliseconds: Double
+  public var maxMilliseconds: Double
+}
+
+/// A Mark Generation point in the run.
+public struct GenerationMark: Codable, Sendable {
+  public var index: Int
+  public var label: String
+  /// Milliseconds since the recording started.
+  public var timeMilliseconds: Double
+  public var isMemoryWarning: Bool
+}
+
+/// One CI threshold and how the run measured against it.
+public struct CheckResult: Codable, Sendable {
+  public var name: String
+  public var limit: Double
+  public var actual: Double
+  public var passed: Bool
+  public var detail: String?
+}
+
+extension StepSummary {
+  static func summaries(of steps: [StepTiming]) -> [StepSummary] {
+    var order: [String] = []
+    var durations: [String: [Double]] = [:]
+    for step in steps {
+      if durations[step.name] == nil { order.append(step.name) }
+      durations[step.name, default: []].append(step.duration.milliseconds)
+    }
+    return order.map { name in
+      let values = durations[name]!.sorted()
+      return StepSummary(
+        name: name, count: values.count, totalMilliseconds: values.reduce(0, +),
+        medianMilliseconds: values.median, maxMilliseconds: values.last ?? 0)
+    }
+  }
+}
+
+extension [Double] {
+  /// The median of already sorted values.
+  var median: Double {
+    guard !isEmpty else { return 0 }
+    return count % 2 == 1 ? self[count / 2] : (self[count / 2 - 1] + self[count / 2]) / 2
+  }
+}

@@ -1,0 +1,56 @@
+import Foundation
+
+/// What a running scenario can ask of the harness: its parameters, named steps, generation
+/// marks and simulated memory warnings.
+@MainActor
+public final class ScenarioContext {
+  public let variant: ScenarioVariant
+  public let iterations: Int
+  let recording: Recording
+  private(set) var steps: [StepTiming] = []
+
+  init(variant: ScenarioVariant, iterations: Int, recording: Recording) {
+    self.variant = variant
+    self.iterations = iterations
+    self.recording = recording
+  }
+
+  /// Runs one named step and records its wall time.
+  @discardableResult
+  public func step<Result>(_ name: String, _ body: () throws -> Result) rethrows -> Result {
+    let start = ContinuousClock.now
+    defer { steps.append(StepTiming(name: name, duration: ContinuousClock.now - start)) }
+    return try body()
+  }
+
+  /// Marks a generation, like Instruments' Mark Generation button: memory allocated from
+  /// here to the next mark belongs to this generation.
+  public func markGeneration(_ label: String) {
+    recording.markGeneration(label: label)
+  }
+
+  /// Posts the system's memory-warning notification (as the simulator's Simulate Memory
+  /// Warning does), then marks a generation after it.
+  public func simulateMemoryWarning() {
+    NotificationCenter.default.post(name: MemoryWarning.notificationName, object: nil)
+    recording.markGeneration(label: MemoryWarning.generationLabel, isMemoryWarning: true)
+  }
+
+  /// Starts recording, if the scenario stopped it; recording starts before the scenario runs.
+  public func startRecording() { recording.start() }
+
+  /// Stops recording, for set-up work that should not be measured.
+  public func stopRecording() { recording.stop() }
+}
+
+/// The memory-warning notification the harness posts: the name iOS gives it, so code under
+/// test observes it as an app would.
+public enum MemoryWarning {
+  public static let notificationName = Notification.Name("UIApplicationDidReceiveMemoryWarningNotification")
+  static let generationLabel = "Memory warning"
+}
+
+struct StepTiming: Sendable {
+  var name: String
+  var duration: Duration
+}

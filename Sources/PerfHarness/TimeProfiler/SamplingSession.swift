@@ -1,0 +1,216 @@
+import CPerfSampler
+import Glibc
+import Synchronization
+
+/// What drives the sampling timers.
+enum SamplingClock: String, Sendable, CaseIterable {
+  /// Per-thread CPU time: a thread is sampled only while it runs. Timers fire on
+  /// kernel ticks, so fewer signals than `rateHz` arrive; sample weights make up for it.
+  case cpu
+  /// Wall time (CLOCK_MONOTONIC): blocked threads are sampled too. The signals can
+  /// interrupt blocking calls (nanosleep, read, ...) with EINTR in the profiled code.
+  case wall
+}
+
+struct SamplerConfiguration: Sendable {
+  var clock: SamplingClock = .cpu
+  var rateHz: Int = 1000
+  var maxDepth: Int = 256
+  var bufferBytes: Int = 256 << 20
+
+  static let rateRange = Int(CPerfSampler_MinRateHz)...Int(CPerfSampler_MaxRateHz)
+  static let depthRange = Int(CPerfSampler_MinDepth)...Int(CPerfSampler_MaxDepth)
+  static let minimumBufferBytes = Int(CPerfSampler_MinBufferBytes)
+}
+
+struct RawSample: Sendable {
+  var threadID: Int32
+  /// Timer periods this sample stands for (1 + the timer's overrun count).
+  var weight: UInt32
+  var timestampNanoseconds: UInt64
+  var handlerNanoseconds: UInt32
+  /// Leaf first: frames[0] is the interrupted PC, the rest are return addresses.
+  var frames: [UInt]
+}
+
+struct SampledThread: Sendable {
+  var threadID: Int32
+  var name: String
+  var isMain: Bool
+}
+
+struct SamplingResult: Sendable {
+  var configuration: SamplerConfiguration
+  var samples: [RawSample]
+  var threads: [SampledThread]
+  var lostSamples: Int
+  var signalsReceived: Int
+  var startNanoseconds: UInt64
+  var stopNanoseconds: UInt64
+}
+
+struct SamplingError: Error, CustomStringConvertible {
+  enum Code: String, Sendable {
+    case invalidConfiguration
+    case alreadyRunning
+    case systemCallFailed
+    case invalidState
+  }
+
+  var code: Code
+  var message: String
+  /// errno of the failing call, when a call failed.
+  var errnoValue: Int32?
+
+  var description: String {
+    if let errnoValue { return "\(code.rawValue): \(message) (errno \(errnoValue): \(String(cString: strerror(errnoValue))))" }
+    return "\(code.rawValue): \(message)"
+  }
+}
+
+/// One recording. Only one session can record at a time in a process; stop it (or drop
+/// it) before starting the next.
+final class SamplingSession: Sendable {
+  let configuration: SamplerConfiguration
+  // Guards the one-shot stop so concurrent or repeated stop() calls get the same result.
+  private let state = Mutex<SamplingResult?>(nil)
+
+  private init(configuration: SamplerConfiguration) {
+    self.configuration = configuration
+  }
+
+  static func start(_ configuration: SamplerConfiguration) throws -> SamplingSession {
+    try validate(configuration)
+    var config = CPerfSampler_Config(
+      clock: configuration.clock == .wall ? Int32(CPerfSampler_ClockWall.rawValue) : Int32(CPerfSampler_ClockCPU.rawValue),
+      rateHz: Int32(configuration.rateHz),
+      maxDepth: Int32(configuration.maxDepth),
+      reserved: 0,
+      bufferBytes: UInt64(configuration.bufferBytes)
+    )
+    var error = CPerfSampler_Error()
+    let status = CPerfSampler_start(&config, &error)
+    guard status == Int32(CPerfSampler_OK.rawValue) else {
+      throw SamplingError(status: status, error: error)
+    }
+    return SamplingSession(configuration: configuration)
+  }
+
+  /// Stops recording and returns everything recorded. Calling it again returns the same
+  /// result.
+  func stop() -> SamplingResult {
+    state.withLock { cached in
+      if let cached { return cached }
+      let result = Self.collect(configuration)
+      cached = result
+      return result
+    }
+  }
+
+  deinit {
+    // A session dropped without stop() must not keep the process's only sampler slot.
+    state.withLock { cached in
+      if cached == nil { _ = Self.collect(configuration) }
+    }
+  }
+
+  private static func validate(_ configuration: SamplerConfiguration) throws {
+    func invalid(_ message: String) -> SamplingError {
+      SamplingError(code: .invalidConfiguration, message: message, errnoValue: nil)
+    }
+    guard SamplerConfiguration.rateRange.contains(configuration.rateHz) else {
+      throw invalid("rateHz \(configuration.rateHz) is out of range; accepted: \(SamplerConfiguration.rateRange.lowerBound)...\(SamplerConfiguration.rateRange.upperBound) Hz")
+    }
+    guard SamplerConfiguration.depthRange.contains(configuration.maxDepth) else {
+      throw invalid("maxDepth \(configuration.maxDepth) is out of range; accepted: \(SamplerConfiguration.depthRange.lowerBound)...\(SamplerConfiguration.depthRange.upperBound) frames")
+    }
+    guard configuration.bufferBytes >= SamplerConfiguration.minimumBufferBytes else {
+      throw invalid("bufferBytes \(configuration.bufferBytes) is too small; accepted: at least \(SamplerConfiguration.minimumBufferBytes) bytes")
+    }
+  }
+
+  /// Stops the C sampler, copies the arena and thread table out, and releases them.
+  private static func collect(_ configuration: SamplerConfiguration) -> SamplingResult {
+    var error = CPerfSampler_Error()
+    _ = CPerfSampler_stop(&error)
+    defer { CPerfSampler_release() }
+
+    var stats = CPerfSampler_Stats()
+    CPerfSampler_stats(&stats)
+
+    var samples: [RawSample] = []
+    if let arena = CPerfSampler_arena() {
+      samples = parseArena(UnsafeRawPointer(arena), usedBytes: Int(stats.usedBytes))
+    }
+
+    var threads: [SampledThread] = []
+    let count = CPerfSampler_threadCount()
+    threads.reserveCapacity(Int(count))
+    for index in 0..<count {
+      var info = CPerfSampler_ThreadInfo()
+      guard CPerfSampler_threadAt(index, &info) == 0 else { continue }
+      // The latest known name: threads (e.g. Dispatch workers) rename themselves.
+      let last = cString(info.latestName)
+      let name = last.isEmpty ? cString(info.firstName) : last
+      threads.append(SampledThread(threadID: info.tid, name: name, isMain: info.isMain != 0))
+    }
+
+    return SamplingResult(
+      configuration: configuration,
+      samples: samples,
+      threads: threads,
+      lostSamples: Int(stats.lostSamples),
+      signalsReceived: Int(stats.signalsReceived),
+      startNanoseconds: stats.startNs,
+      stopNanoseconds: stats.stopNs
+    )
+  }
+
+  private static func parseArena(_ base: UnsafeRawPointer, usedBytes: Int) -> [RawSample] {
+    let headerSize = MemoryLayout<CPerfSampler_SampleHeader>.size
+    var samples: [RawSample] = []
+    var offset = 0
+    while offset + headerSize <= usedBytes {
+      let header = base.load(fromByteOffset: offset, as: CPerfSampler_SampleHeader.self)
+      let frameCount = Int(header.frameCount)
+      let size = headerSize + frameCount * 8
+      // tid 0 marks space reserved by a sample that did not fit (counted as lost).
+      guard header.tid != 0, frameCount > 0, offset + size <= usedBytes else { break }
+      let frames = UnsafeBufferPointer(
+        start: (base + offset + headerSize).assumingMemoryBound(to: UInt64.self), count: frameCount)
+      samples.append(
+        RawSample(
+          threadID: header.tid,
+          weight: header.weight,
+          timestampNanoseconds: header.timestampNs,
+          handlerNanoseconds: header.handlerNs,
+          frames: frames.map { UInt($0) }
+        ))
+      offset += size
+    }
+    return samples
+  }
+
+  private static func cString(_ tuple: (CChar, CChar, CChar, CChar, CChar, CChar, CChar, CChar, CChar, CChar, CChar, CChar, CChar, CChar, CChar, CChar)) -> String {
+    withUnsafeBytes(of: tuple) { raw in
+      let bytes = raw.prefix { $0 != 0 }
+      return String(decoding: bytes, as: UTF8.self)
+    }
+  }
+}
+
+extension SamplingError {
+  init(status: Int32, error: CPerfSampler_Error) {
+    let call = error.call.map { String(cString: $0) } ?? "unknown"
+    switch status {
+    case Int32(CPerfSampler_ErrorBusy.rawValue):
+      self.init(code: .alreadyRunning, message: "another sampling session is already running in this process; stop it first", errnoValue: nil)
+    case Int32(CPerfSampler_ErrorSystem.rawValue):
+      self.init(code: .systemCallFailed, message: "\(call) failed", errnoValue: error.sysErrno)
+    case Int32(CPerfSampler_ErrorState.rawValue):
+      self.init(code: .invalidState, message: "\(call)", errnoValue: nil)
+    default:
+      self.init(code: .invalidConfiguration, message: "invalid \(call)", errnoValue: nil)
+    }
+  }
+}

@@ -1,0 +1,48 @@
+import ArgumentParser
+import PerfHarness
+import Synchronization
+
+/// The `perfharness` command line over a set of scenarios.
+///
+/// Your own executable gets the same CLI for its own scenarios:
+/// ```swift
+/// import PerfHarness
+/// import PerfHarnessCLI
+///
+/// PerfHarnessCLI.main(scenarios: [myScenario])
+/// ```
+public enum PerfHarnessCLI {
+  /// Parses the process's arguments, runs the command and exits with the documented code.
+  /// Must be called on the main thread: scenarios run there.
+  public static func main(scenarios: [Scenario]) -> Never {
+    catalog.withLock { $0 = ScenarioCatalog(scenarios) }
+    PerfHarnessCommand.main()
+    exit(0)
+  }
+
+  static let catalog = Mutex(ScenarioCatalog([]))
+  static var currentCatalog: ScenarioCatalog { catalog.withLock { $0 } }
+}
+
+struct PerfHarnessCommand: ParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "perfharness",
+    abstract: "Instruments for Swift on Linux: time profiles, allocations and leaks of repeatable scenarios.",
+    discussion: """
+      Exit codes: 0 ran and every check passed · 2 a threshold check failed · 3 the scenario \
+      crashed or timed out · 64 usage error · 1 any other harness error.
+      """,
+    version: PerfHarnessVersion.current,
+    subcommands: [ListCommand.self, ScenarioCommand.self])
+}
+
+/// Exit codes of the contract (DESIGN.md).
+enum ExitCodes {
+  static let checkFailed = ExitCode(2)
+  static let crashed = ExitCode(3)
+  static let harnessError = ExitCode(1)
+}
+
+#if canImport(Glibc)
+  import Glibc
+#endif

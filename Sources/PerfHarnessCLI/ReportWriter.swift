@@ -1,0 +1,30 @@
+import Foundation
+import PerfHarness
+import PerfReports
+
+/// Writes a run's files under the output directory.
+struct ReportWriter {
+  var directory: String
+
+  /// - Returns: the path of the JSON report.
+  func write(_ report: Report) throws -> String {
+    let folder = URL(fileURLWithPath: directory)
+      .appendingPathComponent(report.scenario.name)
+      .appendingPathComponent(report.scenario.variant)
+    let file = folder.appendingPathComponent("report.json")
+    do {
+      try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+      try ReportJSON.encode(report).write(to: file, options: .atomic)
+    } catch {
+      throw HarnessError(
+        "cannot write the report to \(file.path): \(error.localizedDescription); pass a writable directory with --output")
+    }
+    return file.path
+  }
+}
+
+/// A harness failure that is not the user's input: exit code 1 with a message.
+struct HarnessError: Error, CustomStringConvertible {
+  var description: String
+  init(_ description: String) { self.description = description }
+}

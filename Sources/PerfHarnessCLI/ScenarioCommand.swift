@@ -1,0 +1,69 @@
+import ArgumentParser
+import Foundation
+import PerfHarness
+import PerfReports
+
+struct ScenarioCommand: ParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "scenario",
+    abstract: "Run scenarios under the instruments and write their reports.",
+    discussion: """
+      With no NAME every scenario runs. Reports go to DIR/<scenario>/<variant>/report.json. \
+      --format json prints each report as one line of JSON (JSON Lines) on stdout.
+      """)
+
+  @Argument(help: "Scenarios to run (default: all). See 'perfharness list'.")
+  var names: [String] = []
+
+  @OptionGroup var options: ScenarioOptions
+
+  mutating func validate() throws {
+    let catalog = PerfHarnessCLI.currentCatalog
+    for name in names where catalog.scenario(named: name) == nil {
+      throw ValidationError(
+        "unknown scenario '\(name)'; the scenarios are: \(catalog.names.joined(separator: ", "))")
+    }
+    try options.validate(for: selectedScenarios)
+  }
+
+  var selectedScenarios: [Scenario] {
+    let catalog = PerfHarnessCLI.currentCatalog
+    return names.isEmpty ? catalog.scenarios : names.compactMap(catalog.scenario(named:))
+  }
+
+  func run() throws {
+    let reports = try MainActor.assumeIsolated { try runAll() }
+    if reports.contains(where: { $0.status == .crashed }) { throw ExitCodes.crashed }
+    if reports.contains(where: { $0.status == .failed }) { throw ExitCodes.checkFailed }
+  }
+
+  @MainActor
+  private func runAll() throws -> [Report] {
+    let runner = ScenarioRunner(configuration: options.recordingConfiguration)
+    var reports: [Report] = []
+    for scenario in selectedScenarios {
+      let variant = options.variant.map(ScenarioVariant.init(rawValue:)) ?? scenario.variants[0]
+      let iterations = options.iterations ?? scenario.defaultIterations
+      Progress.report("running \(scenario.name) [\(variant)] ...")
+      let report = runner.run(scenario, variant: variant, iterations: iterations)
+      let path = try ReportWriter(directory: options.output).write(report)
+      switch options.format {
+      case .text:
+        print(RunSummaryText.render(report, reportPath: path), terminator: "")
+      case .json:
+        let line = try ReportJSON.encode(report, pretty: false)
+        print(String(decoding: line, as: UTF8.self))
+      }
+      reports.append(report)
+    }
+    return reports
+  }
+}
+
+/// Progress lines go to stderr, and only when a person is watching it.
+enum Progress {
+  static func report(_ message: String) {
+    guard isatty(STDERR_FILENO) != 0 else { return }
+    FileHandle.standardError.write(Data("perfharness: \(message)\n".utf8))
+  }
+}

@@ -1,0 +1,69 @@
+import ArgumentParser
+import PerfHarness
+
+enum OutputFormat: String, ExpressibleByArgument, CaseIterable {
+  case text, json
+}
+
+struct ScenarioOptions: ParsableArguments {
+  @Option(help: "starter (the tutorial's starting point, default) or fixed.")
+  var variant: String?
+
+  @Option(help: "How many times the scenario repeats its core step (a positive integer).")
+  var iterations: Int?
+
+  @Option(
+    help: ArgumentHelp(
+      "Comma-separated instruments: time, allocations, leaks (default: every available one).",
+      valueName: "list"))
+  var instruments: String?
+
+  @Option(name: .customLong("sample-rate"), help: ArgumentHelp("Time Profiler samples per second per thread (1-10000).", valueName: "hz"))
+  var sampleRate: Int = 1000
+
+  @Option(help: ArgumentHelp("Directory the reports are written under.", valueName: "dir"))
+  var output: String = "Reports"
+
+  @Option(help: "text (a summary per scenario) or json (one report per line).")
+  var format: OutputFormat = .text
+
+  func validate(for scenarios: [Scenario]) throws {
+    if let variant {
+      for scenario in scenarios where !scenario.variants.map(\.rawValue).contains(variant) {
+        throw ValidationError(
+          "unknown variant '\(variant)' for \(scenario.name); accepted: \(scenario.variants.map(\.rawValue).joined(separator: ", "))")
+      }
+    }
+    if let iterations, iterations < 1 {
+      throw ValidationError("--iterations must be a positive integer, got \(iterations)")
+    }
+    guard (1...10_000).contains(sampleRate) else {
+      throw ValidationError("--sample-rate must be between 1 and 10000 Hz, got \(sampleRate)")
+    }
+    _ = try parsedInstruments()
+  }
+
+  func parsedInstruments() throws -> Set<Instrument> {
+    guard let instruments else { return Set(Instrument.available) }
+    var result: [Instrument] = []
+    for name in instruments.split(separator: ",", omittingEmptySubsequences: false) {
+      let trimmed = name.trimmingCharacters(in: .whitespaces)
+      guard let instrument = Instrument(rawValue: trimmed) else {
+        throw ValidationError(
+          "unknown instrument '\(trimmed)' in --instruments; accepted: \(Instrument.allCases.map(\.rawValue).joined(separator: ", ")), comma-separated")
+      }
+      result.append(instrument)
+    }
+    for instrument in result where !Instrument.available.contains(instrument) {
+      throw ValidationError(
+        "instrument '\(instrument.rawValue)' is not in this build yet; available: \(Instrument.available.map(\.rawValue).joined(separator: ", "))")
+    }
+    return Set(result)
+  }
+
+  var recordingConfiguration: RecordingConfiguration {
+    RecordingConfiguration(instruments: (try? parsedInstruments()) ?? [], sampleRateHz: sampleRate)
+  }
+}
+
+import Foundation

@@ -1,0 +1,50 @@
+import Foundation
+
+import PerfHarness
+
+/// The per-scenario summary printed after a run.
+public enum RunSummaryText {
+  public static func render(_ report: Report, reportPath: String?) -> String {
+    var lines: [String] = []
+    let scenario = report.scenario
+    let plural = scenario.iterations == 1 ? "iteration" : "iterations"
+    lines.append(
+      "\(scenario.name) [\(scenario.variant), \(scenario.iterations) \(plural)]: \(report.status.rawValue) in \(formatMilliseconds(report.wallTimeMilliseconds))"
+    )
+    if let error = report.error {
+      lines.append("  error: \(error)")
+    }
+    if !report.steps.isEmpty {
+      let width = max(4, report.steps.map(\.name.count).max() ?? 0)
+      lines.append("  " + pad("step", width) + "  count      total     median        max")
+      for step in report.steps {
+        lines.append(
+          "  " + pad(step.name, width) + "  " + leftPad(String(step.count), 5)
+            + leftPad(formatMilliseconds(step.totalMilliseconds), 11)
+            + leftPad(formatMilliseconds(step.medianMilliseconds), 11)
+            + leftPad(formatMilliseconds(step.maxMilliseconds), 11))
+      }
+    }
+    if !report.marks.isEmpty {
+      lines.append("  generations: " + report.marks.map { "\($0.index) \($0.label)" }.joined(separator: " · "))
+    }
+    if let reportPath {
+      lines.append("  report: \(reportPath)")
+    }
+    return lines.joined(separator: "\n") + "\n"
+  }
+}
+
+/// `12.3 ms` below a second, `1.23 s` above.
+public func formatMilliseconds(_ milliseconds: Double) -> String {
+  milliseconds < 1000
+    ? String(format: "%.1f ms", milliseconds) : String(format: "%.2f s", milliseconds / 1000)
+}
+
+func pad(_ text: String, _ width: Int) -> String {
+  text.count >= width ? text : text + String(repeating: " ", count: width - text.count)
+}
+
+func leftPad(_ text: String, _ width: Int) -> String {
+  text.count >= width ? text : String(repeating: " ", count: width - text.count) + text
+}

@@ -1,0 +1,4 @@
+import PerfHarnessCLI
+import Scenarios
+
+PerfHarnessCLI.main(scenarios: PhotoSearchScenarios.all)

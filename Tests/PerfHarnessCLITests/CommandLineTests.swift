@@ -1,0 +1,116 @@
+import Foundation
+import Testing
+
+@Suite("perfharness command line, through the built binary")
+struct CommandLineTests {
+  let perfharness = try! BuiltBinary("perfharness")
+
+  @Test("list names every scenario with its variants")
+  func list() throws {
+    let result = try perfharness.run(["list"])
+    #expect(result.status == 0)
+    for name in ["filtered-thumbnail-scrolling", "search-drill-downs", "closure-retain-cycles"] {
+      #expect(result.standardOutput.contains(name))
+    }
+    #expect(result.standardOutput.contains("variants: starter, fixed"))
+  }
+
+  @Test(
+    "bad input exits 64 and names the input and the accepted forms",
+    arguments: [
+      (["scenario", "no-such-scenario"], ["no-such-scenario", "closure-retain-cycles"]),
+      (["scenario", "closure-retain-cycles", "--variant", "golden"], ["golden", "starter, fixed"]),
+      (["scenario", "closure-retain-cycles", "--iterations", "0"], ["--iterations", "positive"]),
+      (["scenario", "closure-retain-cycles", "--iterations", "many"], ["many"]),
+      (["scenario", "closure-retain-cycles", "--format", "xml"], ["xml", "text", "json"]),
+      (["scenario", "closure-retain-cycles", "--sample-rate", "0"], ["--sample-rate", "1 and 10000"]),
+      (["scenario", "closure-retain-cycles", "--sample-rate", "1000000"], ["1000000"]),
+      (["scenario", "closure-retain-cycles", "--instruments", "time,cpu"], ["cpu", "time, allocations, leaks"]),
+      (["scenario", "--no-such-flag"], ["--no-such-flag"]),
+      (["frobnicate"], ["frobnicate"]),
+    ])
+  func badInput(arguments: [String], mentions: [String]) throws {
+    let result = try perfharness.run(arguments)
+    #expect(result.status == 64, "\(arguments): \(result.standardError)")
+    for text in mentions {
+      #expect(result.standardError.contains(text), "stderr should mention \(text): \(result.standardError)")
+    }
+    #expect(result.standardOutput.isEmpty)
+  }
+
+  @Test("a scenario run prints a summary and writes its report under --output")
+  func runWritesReport() throws {
+    let directory = try temporaryDirectory()
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let result = try perfharness.run([
+      "scenario", "closure-retain-cycles", "--variant", "fixed", "--iterations", "2",
+      "--output", directory.path,
+    ])
+    #expect(result.status == 0, "\(result.standardError)")
+    #expect(result.standardOutput.contains("closure-retain-cycles [fixed, 2 iterations]: passed"))
+    #expect(result.standardError.isEmpty, "no progress on stderr when it is not a terminal")
+    let reportURL = directory.appendingPathComponent("closure-retain-cycles/fixed/report.json")
+    let report = try JSONSerialization.jsonObject(with: Data(contentsOf: reportURL)) as? [String: Any]
+    #expect(report?["schemaVersion"] as? Int == 1)
+    let scenario = report?["scenario"] as? [String: Any]
+    #expect(scenario?["name"] as? String == "closure-retain-cycles")
+    #expect(scenario?["variant"] as? String == "fixed")
+    #expect(scenario?["iterations"] as? Int == 2)
+    #expect(report?["status"] as? String == "passed")
+    let steps = report?["steps"] as? [[String: Any]] ?? []
+    #expect(steps.map { $0["name"] as? String } == ["search", "drill in, toggle hearts, back"])
+    #expect(steps.last?["count"] as? Int == 2)
+  }
+
+  @Test("--format json prints one report per line and nothing else")
+  func jsonLines() throws {
+    let directory = try temporaryDirectory()
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let result = try perfharness.run([
+      "scenario", "closure-retain-cycles", "closure-retain-cycles", "--iterations", "1", "--format", "json",
+      "--output", directory.path,
+    ])
+    #expect(result.status == 0)
+    let lines = result.standardOutput.split(separator: "\n")
+    #expect(lines.count == 2)
+    for line in lines {
+      let object = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]
+      #expect(object?["status"] as? String == "passed")
+    }
+  }
+
+  @Test("an output directory that cannot be written exits 1 and names it")
+  func unwritableOutput() throws {
+    let directory = try temporaryDirectory()
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let blocker = directory.appendingPathComponent("file")
+    try Data("x".utf8).write(to: blocker)
+    let result = try perfharness.run([
+      "scenario", "closure-retain-cycles", "--iterations", "1", "--output", blocker.path,
+    ])
+    #expect(result.status == 1)
+    #expect(result.standardError.contains(blocker.path))
+  }
+}
+
+@Suite("The README's example of a user's own scenario package")
+struct ExampleExecutableTests {
+  @Test("gets the same CLI for its own scenarios")
+  func sameCommandLine() throws {
+    let example = try BuiltBinary("perfharness-example")
+    let list = try example.run(["list"])
+    #expect(list.status == 0)
+    #expect(list.standardOutput.contains("inventory-restocking"))
+    #expect(!list.standardOutput.contains("closure-retain-cycles"))
+
+    let directory = try temporaryDirectory()
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let run = try example.run(["scenario", "--iterations", "2", "--output", directory.path])
+    #expect(run.status == 0, "\(run.standardError)")
+    #expect(run.standardOutput.contains("inventory-restocking [starter, 2 iterations]: passed"))
+    #expect(run.standardOutput.contains("Restock 2"))
+    let unknown = try example.run(["scenario", "search-drill-downs"])
+    #expect(unknown.status == 64)
+    #expect(unknown.standardError.contains("inventory-restocking"))
+  }
+}

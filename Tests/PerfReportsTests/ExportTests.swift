@@ -1,0 +1,186 @@
+import Foundation
+import PerfHarness
+import Testing
+
+@testable import PerfReports
+
+/// A small two-thread profile: `main` calls `search` which spends time in itself, in
+/// `filter(_:)` and in libc's `memcpy`; a worker runs `decode` through libdispatch.
+private func smallProfile() -> Profile {
+  let frames = [
+    ProfileFrame(name: "main", module: "App", isApp: true, file: "main.swift", line: 1),
+    ProfileFrame(name: "search(for:)", module: "App", isApp: true, file: "Search.swift", line: 10),
+    ProfileFrame(name: "filter(_:)", module: "App", isApp: true, file: "Filter.swift", line: 20),
+    ProfileFrame(name: "memcpy", module: "libc.so.6", isApp: false),
+    ProfileFrame(name: "start_thread", module: "libc.so.6", isApp: false),
+    ProfileFrame(name: "_dispatch_worker_thread", module: "libdispatch.so", isApp: false),
+    ProfileFrame(name: "decode;v2", module: "App", isApp: true, file: "Decode.swift", line: 5),
+    ProfileFrame(name: "search(for:)", module: "App", isApp: true, file: "Search.swift", line: 12),
+  ]
+  let samples = [
+    ProfileSample(thread: 0, weight: 10, stack: [0, 1, 2], timestamp: 0),
+    ProfileSample(thread: 0, weight: 5, stack: [0, 7, 2, 3], timestamp: 10),
+    ProfileSample(thread: 0, weight: 3, stack: [0, 1], timestamp: 15),
+    ProfileSample(thread: 1, weight: 2, stack: [4, 5, 6], timestamp: 1),
+    ProfileSample(thread: 1, weight: 0.25, stack: [4, 5], timestamp: 3),
+    ProfileSample(thread: 0, weight: 2, stack: [0, 1, 2], timestamp: 18),
+  ]
+  return Profile(
+    frames: frames,
+    threads: [
+      ProfileThread(name: "Main Thread", isMain: true, threadID: 100),
+      ProfileThread(name: "Worker", isMain: false, threadID: 101),
+    ],
+    samples: samples)
+}
+
+@Suite struct FoldedStacksTests {
+  @Test func rendersOneSortedLinePerStackInMilliseconds() {
+    #expect(
+      FoldedStacks.render(smallProfile()) == """
+        main;search(for:) 3
+        main;search(for:);filter(_:) 12
+        main;search(for:);filter(_:);memcpy 5
+        start_thread;_dispatch_worker_thread 1
+        start_thread;_dispatch_worker_thread;decode,v2 2
+
+        """)
+  }
+
+  @Test func honoursThreadsAndHiddenSystemLibraries() {
+    let options = CallTreeOptions(separateByThread: true, hideSystemLibraries: true)
+    #expect(
+      FoldedStacks.render(smallProfile(), options: options) == """
+        Main Thread;main;search(for:) 3
+        Main Thread;main;search(for:);filter(_:) 17
+        Worker;<system libraries> 1
+        Worker;decode,v2 2
+
+        """)
+  }
+
+  @Test func countsSamplesWhenAsked() {
+    #expect(
+      FoldedStacks.render(smallProfile(), options: .init(invert: true, hideSystemLibraries: true), count: .samples) == """
+        <system libraries> 1
+        decode,v2 1
+        filter(_:);search(for:);main 3
+        search(for:);main 1
+
+        """)
+  }
+
+  @Test func zeroWeightStacksAreNotEmitted() {
+    var profile = smallProfile()
+    profile.samples = [ProfileSample(thread: 0, weight: 0, stack: [0]), ProfileSample(thread: 0, weight: 0.2, stack: [0, 1])]
+    #expect(FoldedStacks.render(profile) == "main;search(for:) 1\n")
+  }
+
+  @Test(arguments: [("a;b", "a,b"), ("line\nbreak", "line break"), ("closure #1 in f(a:)", "closure #1 in f(a:)"), ("", "<unnamed>")])
+  func escapesDelimiters(name: String, expected: String) {
+    #expect(FoldedStacks.escape(name) == expected)
+  }
+}
+
+@Suite struct SpeedscopeTests {
+  @Test func writesOneSampledProfilePerThread() throws {
+    let profile = smallProfile()
+    let data = try Speedscope.render(profile, name: "search")
+    let file = try JSONDecoder().decode(Speedscope.FileFormat.self, from: data)
+    #expect(file.schema == "https://www.speedscope.app/file-format-schema.json")
+    #expect(file.exporter == "perfharness")
+    #expect(file.name == "search")
+    #expect(file.activeProfileIndex == 0)
+    #expect(file.profiles.map(\.name) == ["Main Thread", "Worker"])
+    #expect(file.profiles.allSatisfy { $0.type == "sampled" && $0.unit == "milliseconds" })
+    #expect(file.profiles.map(\.samples.count) == [4, 2])
+    #expect(file.profiles.allSatisfy { $0.samples.count == $0.weights.count })
+    #expect(file.profiles.flatMap(\.samples).flatMap { $0 }.allSatisfy { file.shared.frames.indices.contains($0) })
+    #expect(file.profiles.reduce(0) { $0 + $1.weights.reduce(0, +) } == profile.totalWeight())
+    // Functions, not frames: the two lines of search(for:) share a frame.
+    #expect(file.shared.frames.count == 7)
+    #expect(file.profiles[0].samples[0] == file.profiles[0].samples[1].dropLast())
+    #expect(file.shared.frames[file.profiles[0].samples[0][1]] == .init(name: "search(for:)", file: "Search.swift", line: 10))
+    #expect(file.shared.frames.contains(.init(name: "memcpy", file: "libc.so.6", line: nil)))
+    #expect(file.profiles[0].startValue == 0)
+    #expect(file.profiles[0].endValue == 20)
+    #expect(file.profiles[1].startValue == 1)
+    #expect(file.profiles[1].endValue == 3.25)
+  }
+
+  @Test func usesTheSchemaKeyNames() throws {
+    let json = try JSONSerialization.jsonObject(with: Speedscope.render(smallProfile(), name: "x")) as? [String: Any]
+    #expect(Set(json?.keys.map { $0 } ?? []) == ["$schema", "shared", "profiles", "name", "activeProfileIndex", "exporter"])
+    let first = (json?["profiles"] as? [[String: Any]])?.first
+    #expect(Set(first?.keys.map { $0 } ?? []) == ["type", "name", "unit", "startValue", "endValue", "samples", "weights"])
+  }
+
+  @Test func escapesNamesAndKeepsFractionalWeights() throws {
+    var profile = smallProfile()
+    profile.frames[0].name = "say(\"hi\\there\")\n\u{1}é"
+    let file = try JSONDecoder().decode(Speedscope.FileFormat.self, from: Speedscope.render(profile, name: "q\""))
+    #expect(file.shared.frames[0].name == profile.frames[0].name)
+    #expect(file.name == "q\"")
+    #expect(file.profiles[1].weights == [2, 0.25])
+  }
+
+  @Test func ordersByTimestampAndActivatesTheMainThread() throws {
+    var profile = smallProfile()
+    profile.threads[0].isMain = false
+    profile.threads[1].isMain = true
+    profile.samples.swapAt(0, 5)
+    let file = try JSONDecoder().decode(Speedscope.FileFormat.self, from: Speedscope.render(profile, name: "x"))
+    #expect(file.activeProfileIndex == 1)
+    #expect(file.profiles[0].weights == [10, 5, 3, 2])
+  }
+}
+
+@Suite struct CallTreeTextTests {
+  @Test func rendersAnIndentedTree() {
+    let tree = CallTree(profile: smallProfile(), options: .init())
+    let expected = """
+      Call Tree: 22.3 ms in 6 samples
+                   Weight         Self  Symbol
+          20.0 ms   89.9%       0.0 ms  main [App]
+          20.0 ms   89.9%       3.0 ms    search(for:) [App]
+          17.0 ms   76.4%      12.0 ms      filter(_:) [App]
+           5.0 ms   22.5%       5.0 ms        memcpy [libc.so.6]
+           2.3 ms   10.1%       0.0 ms  start_thread [libc.so.6]
+           2.3 ms   10.1%       0.3 ms    _dispatch_worker_thread [libdispatch.so]
+           2.0 ms    9.0%       2.0 ms      decode;v2 [App]
+
+      """
+    #expect(CallTreeText.render(tree) == expected)
+  }
+
+  @Test func foldsSmallRowsAndCutsDepth() {
+    let tree = CallTree(profile: smallProfile(), options: .init(separateByThread: true, invert: true))
+    // topN counts roots too, so the Worker thread folds; minPercent folds its 1.1% row.
+    let expected = """
+      Call Tree (separate by thread, inverted): 22.3 ms in 6 samples
+                   Weight         Self  Symbol
+          20.0 ms   89.9%       0.0 ms  Main Thread
+          12.0 ms   53.9%      12.0 ms    filter(_:) [App]
+          12.0 ms   53.9%       0.0 ms      search(for:) [App] …
+           8.0 ms   36.0%                 … 2 more
+           2.3 ms   10.1%               … 1 more
+
+      """
+    #expect(CallTreeText.render(tree, maxDepth: 3, minPercent: 5, topN: 1) == expected)
+    let unlimited = CallTreeText.render(tree, maxDepth: 3, minPercent: 5)
+    #expect(unlimited.contains("\n     2.3 ms   10.1%       0.0 ms  Worker\n"))
+    #expect(unlimited.hasSuffix("\n     0.3 ms    1.1%                 … 1 more\n"))
+  }
+
+  @Test func rendersTopFunctions() {
+    let functions = smallProfile().topFunctions(hideSystemLibraries: true)
+    let expected = """
+                     Self                Total  Symbol
+          17.0 ms   76.4%      17.0 ms   76.4%  filter(_:) [App]
+           3.0 ms   13.5%      20.0 ms   89.9%  search(for:) [App]
+                                                … 3 more
+
+      """
+    #expect(CallTreeText.renderTopFunctions(functions, limit: 2) == expected)
+  }
+}
