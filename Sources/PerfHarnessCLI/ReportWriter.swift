@@ -15,6 +15,12 @@ struct ReportWriter {
     do {
       try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
       try ReportJSON.encode(report).write(to: file, options: .atomic)
+      if let profile = report.timeProfile?.profile {
+        try Data(FoldedStacks.render(profile).utf8).write(
+          to: folder.appendingPathComponent("profile.folded"), options: .atomic)
+        try Speedscope.render(profile, name: "\(report.scenario.name) [\(report.scenario.variant)]").write(
+          to: folder.appendingPathComponent("profile.speedscope.json"), options: .atomic)
+      }
     } catch {
       throw HarnessError(
         "cannot write the report to \(file.path): \(error.localizedDescription); pass a writable directory with --output")

@@ -1,6 +1,8 @@
 import ArgumentParser
 import PerfHarness
 
+extension SamplingClock: ExpressibleByArgument {}
+
 enum OutputFormat: String, ExpressibleByArgument, CaseIterable {
   case text, json
 }
@@ -20,6 +22,9 @@ struct ScenarioOptions: ParsableArguments {
 
   @Option(name: .customLong("sample-rate"), help: ArgumentHelp("Time Profiler samples per second per thread (1-10000).", valueName: "hz"))
   var sampleRate: Int = 1000
+
+  @Option(help: "Time Profiler clock: cpu (CPU time of each thread, default) or wall (also samples blocked threads).")
+  var clock: SamplingClock = .cpu
 
   @Option(help: ArgumentHelp("Directory the reports are written under.", valueName: "dir"))
   var output: String = "Reports"
@@ -62,7 +67,7 @@ struct ScenarioOptions: ParsableArguments {
   }
 
   var recordingConfiguration: RecordingConfiguration {
-    RecordingConfiguration(instruments: (try? parsedInstruments()) ?? [], sampleRateHz: sampleRate)
+    RecordingConfiguration(instruments: (try? parsedInstruments()) ?? [], sampleRateHz: sampleRate, clock: clock)
   }
 }
 

@@ -8,6 +8,7 @@ import Testing
 // The sampler is process-wide (one session at a time), so every test that records
 // lives in this one serialized suite. Other suites may run meanwhile: samples are
 // filtered by the tid of the thread that runs each workload.
+extension ProcessWideRecording {
 @Suite(.serialized)
 struct SamplingSessionTests {
   // MARK: Workloads
@@ -256,4 +257,5 @@ struct SamplingSessionTests {
     let session = try SamplingSession.start(SamplerConfiguration())
     _ = session.stop()
   }
+}
 }

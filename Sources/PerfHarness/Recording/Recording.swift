@@ -6,18 +6,24 @@ final class Recording {
   private(set) var isRecording = false
   private(set) var marks: [GenerationMark] = []
   private let clockStart = ContinuousClock.now
+  private let timeProfiler: TimeProfiler?
 
   init(configuration: RecordingConfiguration) {
     self.configuration = configuration
+    timeProfiler =
+      configuration.instruments.contains(.time)
+      ? TimeProfiler(clock: configuration.clock, rateHz: configuration.sampleRateHz) : nil
   }
 
-  func start() {
+  func start() throws {
     guard !isRecording else { return }
+    try timeProfiler?.start()
     isRecording = true
   }
 
   func stop() {
     guard isRecording else { return }
+    timeProfiler?.stop()
     isRecording = false
   }
 
@@ -28,16 +34,25 @@ final class Recording {
         index: marks.count, label: label, timeMilliseconds: elapsed.milliseconds,
         isMemoryWarning: isMemoryWarning))
   }
+
+  /// The instruments' sections of the report. Call after the last `stop()`.
+  func timeProfileReport() throws -> TimeProfileReport? {
+    try timeProfiler?.report()
+  }
 }
 
 /// What to record and how.
 public struct RecordingConfiguration: Sendable {
   public var instruments: Set<Instrument>
   public var sampleRateHz: Int
+  public var clock: SamplingClock
 
-  public init(instruments: Set<Instrument> = Set(Instrument.available), sampleRateHz: Int = 1000) {
+  public init(
+    instruments: Set<Instrument> = Set(Instrument.available), sampleRateHz: Int = 1000, clock: SamplingClock = .cpu
+  ) {
     self.instruments = instruments
     self.sampleRateHz = sampleRateHz
+    self.clock = clock
   }
 }
 

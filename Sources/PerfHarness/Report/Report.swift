@@ -14,6 +14,8 @@ public struct Report: Codable, Sendable {
   /// The generation marks, in order.
   public var marks: [GenerationMark]
   public var checks: [CheckResult]
+  /// The Time Profiler's results, when it recorded.
+  public var timeProfile: TimeProfileReport?
 
   public static let currentSchemaVersion = 1
 

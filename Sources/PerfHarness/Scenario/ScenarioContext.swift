@@ -37,7 +37,7 @@ public final class ScenarioContext {
   }
 
   /// Starts recording, if the scenario stopped it; recording starts before the scenario runs.
-  public func startRecording() { recording.start() }
+  public func startRecording() throws { try recording.start() }
 
   /// Stops recording, for set-up work that should not be measured.
   public func stopRecording() { recording.stop() }

@@ -17,15 +17,26 @@ public struct ScenarioRunner {
     let start = ContinuousClock.now
     var status = RunStatus.passed
     var failure: String?
-    recording.start()
     do {
-      try scenario.body(context)
+      try recording.start()
+      do {
+        try scenario.body(context)
+      } catch {
+        status = .crashed
+        failure = "the scenario threw: \(error)"
+      }
     } catch {
       status = .crashed
-      failure = "the scenario threw: \(error)"
+      failure = "the instruments could not start: \(error)"
     }
     recording.stop()
     let wallTime = ContinuousClock.now - start
+    var timeProfile: TimeProfileReport?
+    do {
+      timeProfile = try recording.timeProfileReport()
+    } catch {
+      failure = [failure, "the time profile could not be symbolized: \(error)"].compactMap { $0 }.joined(separator: "; ")
+    }
     return Report(
       schemaVersion: Report.currentSchemaVersion,
       tool: .init(name: "perfharness", version: PerfHarnessVersion.current),
@@ -34,7 +45,8 @@ public struct ScenarioRunner {
         name: scenario.name, variant: variant.rawValue, iterations: iterations,
         instruments: Instrument.allCases.filter(configuration.instruments.contains)),
       status: status, error: failure, wallTimeMilliseconds: wallTime.milliseconds,
-      steps: StepSummary.summaries(of: context.steps), marks: recording.marks, checks: [])
+      steps: StepSummary.summaries(of: context.steps), marks: recording.marks, checks: [],
+      timeProfile: timeProfile)
   }
 }
 

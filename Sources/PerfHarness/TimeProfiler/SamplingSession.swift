@@ -3,7 +3,7 @@ import Glibc
 import Synchronization
 
 /// What drives the sampling timers.
-enum SamplingClock: String, Sendable, CaseIterable {
+public enum SamplingClock: String, Sendable, CaseIterable {
   /// Per-thread CPU time: a thread is sampled only while it runs. Timers fire on
   /// kernel ticks, so fewer signals than `rateHz` arrive; sample weights make up for it.
   case cpu

@@ -28,6 +28,9 @@ public enum RunSummaryText {
     if !report.marks.isEmpty {
       lines.append("  generations: " + report.marks.map { "\($0.index) \($0.label)" }.joined(separator: " · "))
     }
+    if let timeProfile = report.timeProfile {
+      lines.append(TimeProfileText.render(timeProfile).trimmingCharacters(in: .newlines))
+    }
     if let reportPath {
       lines.append("  report: \(reportPath)")
     }
