@@ -114,3 +114,63 @@ struct ExampleExecutableTests {
     #expect(unknown.standardError.contains("inventory-restocking"))
   }
 }
+
+@Suite("perfharness report")
+struct ReportCommandTests {
+  let perfharness = try! BuiltBinary("perfharness")
+
+  @Test("prints the call tree with the chosen options and writes the exports")
+  func callTreeAndExports() throws {
+    let directory = try temporaryDirectory()
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let run = try perfharness.run([
+      "scenario", "closure-retain-cycles", "--iterations", "2", "--output", directory.path,
+    ])
+    #expect(run.status == 0)
+    let report = directory.appendingPathComponent("closure-retain-cycles/starter/report.json").path
+    let folded = directory.appendingPathComponent("out.folded").path
+    let speedscope = directory.appendingPathComponent("out.speedscope.json").path
+    let result = try perfharness.run([
+      "report", report, "--call-tree", "invert,hide-system-libraries", "--folded", folded, "--speedscope", speedscope,
+    ])
+    #expect(result.status == 0, "\(result.standardError)")
+    #expect(result.standardOutput.contains("Call tree (invert, hide-system-libraries):"))
+    let foldedText = try String(contentsOfFile: folded, encoding: .utf8)
+    // Every line is `frames count`, with a positive count.
+    for line in foldedText.split(separator: "\n") {
+      let count = line.split(separator: " ").last.flatMap { Int($0) }
+      #expect((count ?? 0) > 0, "\(line)")
+    }
+    let speedscopeObject = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: speedscope))) as? [String: Any]
+    #expect(speedscopeObject?["$schema"] as? String == "https://www.speedscope.app/file-format-schema.json")
+  }
+
+  @Test(
+    "a missing, corrupt, truncated or wrong-version report exits 1 and names the file",
+    arguments: [
+      ("missing", nil, "cannot read"),
+      ("corrupt", "this is not json", "is not JSON"),
+      ("truncated", #"{"schemaVersion": 1, "tool": {"na"#, "is not JSON"),
+      ("version", #"{"schemaVersion": 99}"#, "schemaVersion 99"),
+      ("unversioned", #"{"hello": 1}"#, "no schemaVersion"),
+      ("incomplete", #"{"schemaVersion": 1}"#, "missing key"),
+    ] as [(String, String?, String)])
+  func badReports(name: String, content: String?, message: String) throws {
+    let directory = try temporaryDirectory()
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let file = directory.appendingPathComponent("\(name).json")
+    if let content { try Data(content.utf8).write(to: file) }
+    let result = try perfharness.run(["report", file.path])
+    #expect(result.status == 1)
+    #expect(result.standardError.contains(file.path), "\(result.standardError)")
+    #expect(result.standardError.contains(message), "\(result.standardError)")
+  }
+
+  @Test("unknown call tree options exit 64 with the accepted forms")
+  func badOptions() throws {
+    let result = try perfharness.run(["report", "whatever.json", "--call-tree", "invert,sideways"])
+    #expect(result.status == 64)
+    #expect(result.standardError.contains("sideways"))
+    #expect(result.standardError.contains("flatten-recursion"))
+  }
+}

@@ -39,6 +39,11 @@ public struct CallTreeOptions: Hashable, Sendable, Codable {
   /// The canonical option names ``init(parsing:)`` accepts.
   public static var optionNames: [String] { optionTable.map { $0.names[0] } }
 
+  /// The names of the options that are on, in canonical form.
+  public var enabledOptionNames: [String] {
+    Self.optionTable.filter { self[keyPath: $0.keyPath] }.map { $0.names[0] }
+  }
+
   // Computed, not stored: key paths are not Sendable, so they cannot live in a static let.
   private static var optionTable: [(names: [String], keyPath: WritableKeyPath<CallTreeOptions, Bool>)] {[
     (["separate-by-thread", "thread", "threads"], \.separateByThread),

@@ -6,6 +6,11 @@ struct ProfileBuilder {
     "PerfHarness", "PerfHarnessCLI", "PerfReports", "ArgumentParser", "ArgumentParserToolInfo",
   ]
 
+  static let compilerThunkPrefixes = [
+    "partial apply forwarder for ", "reabstraction thunk helper", "thunk for ", "protocol witness for ",
+    "merged ", "outlined ",
+  ]
+
   private let symbolizer: Symbolizer
   private var frameIndex: [ProfileFrame: Int] = [:]
   private var frames: [ProfileFrame] = []
@@ -94,6 +99,8 @@ struct ProfileBuilder {
   /// specializations that the compiler emitted into it.
   static func isAppCode(_ frame: SymbolizedFrame) -> Bool {
     guard frame.isMainExecutable, frame.file != "<compiler-generated>" else { return false }
+    // Compiler plumbing between app functions says nothing a reader can act on.
+    if compilerThunkPrefixes.contains(where: frame.symbol.hasPrefix) { return false }
     if let module = frame.swiftModule {
       return !harnessModules.contains(module) && module != "Swift" && module != "__C"
     }

@@ -1,0 +1,119 @@
+import ArgumentParser
+import Foundation
+import PerfHarness
+import PerfReports
+
+struct ReportCommand: ParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "report",
+    abstract: "Show a stored JSON report's call tree and export its profile.",
+    discussion: """
+      --call-tree takes a comma-separated list of Instruments' Call Tree options: \
+      \(CallTreeOptions.optionNames.joined(separator: ", ")) (or "none").
+      """)
+
+  @Argument(help: ArgumentHelp("A report.json written by 'perfharness scenario'.", valueName: "file.json"))
+  var file: String
+
+  @Option(help: ArgumentHelp("Call Tree options, comma-separated.", valueName: "options"))
+  var callTree: String = "hide-system-libraries"
+
+  @Option(help: "How deep the printed call tree goes.")
+  var depth: Int = 14
+
+  @Option(help: ArgumentHelp("Hide rows below this percentage of the total.", valueName: "percent"))
+  var minPercent: Double = 1
+
+  @Option(help: ArgumentHelp("Write folded stacks (flamegraph.pl input) here.", valueName: "path"))
+  var folded: String?
+
+  @Option(help: ArgumentHelp("Write a speedscope profile here.", valueName: "path"))
+  var speedscope: String?
+
+  mutating func validate() throws {
+    _ = try parsedOptions()
+    guard depth > 0 else { throw ValidationError("--depth must be a positive integer, got \(depth)") }
+    guard (0...100).contains(minPercent) else {
+      throw ValidationError("--min-percent must be between 0 and 100, got \(minPercent)")
+    }
+  }
+
+  func parsedOptions() throws -> CallTreeOptions {
+    do {
+      return try CallTreeOptions(parsing: callTree)
+    } catch {
+      throw ValidationError("--call-tree: \(error)")
+    }
+  }
+
+  func run() throws {
+    let report = try StoredReport.read(file)
+    print(RunSummaryText.render(report, reportPath: nil), terminator: "")
+    guard let timeProfile = report.timeProfile else {
+      print("No time profile in \(file): the run did not record with --instruments time.")
+      return
+    }
+    let options = try parsedOptions()
+    let tree = CallTree(profile: timeProfile.profile, options: options)
+    print("Call tree (\(options.enabledOptionNames.isEmpty ? "no options" : options.enabledOptionNames.joined(separator: ", "))):")
+    print(CallTreeText.render(tree, maxDepth: depth, minPercent: minPercent), terminator: "")
+    if let folded {
+      try write(Data(FoldedStacks.render(timeProfile.profile, options: options).utf8), to: folded)
+    }
+    if let speedscope {
+      let name = "\(report.scenario.name) [\(report.scenario.variant)]"
+      try write(Speedscope.render(timeProfile.profile, name: name), to: speedscope)
+    }
+  }
+
+  private func write(_ data: Data, to path: String) throws {
+    do {
+      try data.write(to: URL(fileURLWithPath: path), options: .atomic)
+    } catch {
+      throw HarnessError("cannot write \(path): \(error.localizedDescription)")
+    }
+  }
+}
+
+/// Reading a report someone hands us: every failure names the file and what was expected.
+enum StoredReport {
+  static func read(_ path: String) throws -> Report {
+    let data: Data
+    do {
+      data = try Data(contentsOf: URL(fileURLWithPath: path))
+    } catch {
+      throw HarnessError("cannot read the report \(path): \(error.localizedDescription)")
+    }
+    let version: Int?
+    do {
+      let object = try JSONSerialization.jsonObject(with: data)
+      version = (object as? [String: Any])?["schemaVersion"] as? Int
+    } catch {
+      throw HarnessError("\(path) is not JSON (truncated or corrupt?): \(error.localizedDescription)")
+    }
+    guard let version else {
+      throw HarnessError("\(path) is not a perfharness report: it has no schemaVersion")
+    }
+    guard version == Report.currentSchemaVersion else {
+      throw HarnessError(
+        "\(path) has schemaVersion \(version); this perfharness reads schemaVersion \(Report.currentSchemaVersion)")
+    }
+    do {
+      return try ReportJSON.decode(data)
+    } catch {
+      throw HarnessError("\(path) is not a valid schemaVersion 1 report: \(describe(error))")
+    }
+  }
+
+  private static func describe(_ error: any Error) -> String {
+    switch error {
+    case DecodingError.keyNotFound(let key, let context):
+      return "missing key '\((context.codingPath + [key]).map(\.stringValue).joined(separator: "."))'"
+    case DecodingError.typeMismatch(_, let context), DecodingError.valueNotFound(_, let context),
+      DecodingError.dataCorrupted(let context):
+      return "bad value at '\(context.codingPath.map(\.stringValue).joined(separator: "."))': \(context.debugDescription)"
+    default:
+      return "\(error)"
+    }
+  }
+}
