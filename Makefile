@@ -35,6 +35,11 @@ test: setup
 	$(SWIFT) build --build-tests -Xswiftc -warnings-as-errors
 	$(SWIFT) test --skip-build
 
+## bench: overhead figures against their targets; regenerates the README's performance section.
+bench: setup
+	$(SWIFT) build -c release
+	$(SWIFT) run -c release perfharness-bench
+
 lint:
 	$(SWIFT) format lint --recursive --strict Sources Scenarios Tests
 

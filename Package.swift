@@ -41,6 +41,8 @@ let package = Package(
       ]
     ),
     .executableTarget(name: "perfharness", dependencies: ["PerfHarnessCLI", "Scenarios"]),
+    // `make bench`: overhead figures against their targets.
+    .executableTarget(name: "perfharness-bench", dependencies: ["PerfHarness"]),
     // The README's example of a user's own scenarios, on the public API only.
     .executableTarget(
       name: "perfharness-example", dependencies: ["PerfHarnessCLI", "PerfHarness"],

@@ -16,7 +16,7 @@ struct ScenarioOptions: ParsableArguments {
 
   @Option(
     help: ArgumentHelp(
-      "Comma-separated instruments: time, allocations, leaks (default: every available one).",
+      "Comma-separated instruments: time, allocations, leaks, or none (default: every available one).",
       valueName: "list"))
   var instruments: String?
 
@@ -50,6 +50,7 @@ struct ScenarioOptions: ParsableArguments {
 
   func parsedInstruments() throws -> Set<Instrument> {
     guard let instruments else { return Set(Instrument.available) }
+    if instruments == "none" { return [] }
     var result: [Instrument] = []
     for name in instruments.split(separator: ",", omittingEmptySubsequences: false) {
       let trimmed = name.trimmingCharacters(in: .whitespaces)

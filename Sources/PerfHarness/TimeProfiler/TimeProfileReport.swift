@@ -15,6 +15,8 @@ public struct TimeProfileReport: Codable, Sendable {
   /// the kernel's signal delivery is not included).
   public var handlerMedianMicroseconds: Double
   public var handlerP90Microseconds: Double
+  /// Median captured stack depth (frames), for reading the handler cost.
+  public var medianStackDepth: Int
   /// Time spent turning addresses into names after recording.
   public var symbolizationMilliseconds: Double
   public var uniqueAddresses: Int

@@ -58,6 +58,7 @@ final class TimeProfiler {
       durationMilliseconds: results.reduce(0) { $0 + Double($1.stopNanoseconds &- $1.startNanoseconds) / 1e6 },
       handlerMedianMicroseconds: percentile(handlerNanoseconds, 0.5) / 1000,
       handlerP90Microseconds: percentile(handlerNanoseconds, 0.9) / 1000,
+      medianStackDepth: Int(percentile(results.flatMap { $0.samples.map { UInt32($0.frames.count) } }.sorted(), 0.5)),
       symbolizationMilliseconds: symbolization.milliseconds, uniqueAddresses: builder.uniqueAddresses,
       threads: threads, topFunctions: merged.topFunctions(hideSystemLibraries: true, limit: 25), profile: merged)
   }
