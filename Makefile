@@ -31,7 +31,7 @@ run: build
 	$(SWIFT) run -c $(RUN_CONFIGURATION) perfharness scenario $(ARGS)
 
 ## test: the whole test suite (debug build; the end-to-end tests run the built binaries).
-test: setup
+test: setup lint
 	$(SWIFT) build --build-tests -Xswiftc -warnings-as-errors
 	$(SWIFT) test --skip-build
 
@@ -41,7 +41,7 @@ bench: setup
 	$(SWIFT) run -c release perfharness-bench
 
 lint:
-	$(SWIFT) format lint --recursive --strict Sources Scenarios Tests
+	$(SWIFT) format lint --recursive --strict Sources Scenarios Tests Examples
 
 clean:
 	rm -rf .build

@@ -12,7 +12,8 @@ struct ListCommand: ParsableCommand {
     for scenario in catalog.scenarios {
       let padding = String(repeating: " ", count: width - scenario.name.count)
       output += "  \(scenario.name)\(padding)  \(scenario.summary)\n"
-      output += "  \(String(repeating: " ", count: width))  variants: "
+      output +=
+        "  \(String(repeating: " ", count: width))  variants: "
         + scenario.variants.map(\.rawValue).joined(separator: ", ")
         + " (default \(scenario.variants[0])) · iterations: \(scenario.defaultIterations)\n"
     }

@@ -55,7 +55,9 @@ struct ReportCommand: ParsableCommand {
     }
     let options = try parsedOptions()
     let tree = CallTree(profile: timeProfile.profile, options: options)
-    print("Call tree (\(options.enabledOptionNames.isEmpty ? "no options" : options.enabledOptionNames.joined(separator: ", "))):")
+    print(
+      "Call tree (\(options.enabledOptionNames.isEmpty ? "no options" : options.enabledOptionNames.joined(separator: ", "))):"
+    )
     print(CallTreeText.render(tree, maxDepth: depth, minPercent: minPercent), terminator: "")
     if let folded {
       try write(Data(FoldedStacks.render(timeProfile.profile, options: options).utf8), to: folded)
@@ -111,7 +113,8 @@ enum StoredReport {
       return "missing key '\((context.codingPath + [key]).map(\.stringValue).joined(separator: "."))'"
     case DecodingError.typeMismatch(_, let context), DecodingError.valueNotFound(_, let context),
       DecodingError.dataCorrupted(let context):
-      return "bad value at '\(context.codingPath.map(\.stringValue).joined(separator: "."))': \(context.debugDescription)"
+      return
+        "bad value at '\(context.codingPath.map(\.stringValue).joined(separator: "."))': \(context.debugDescription)"
     default:
       return "\(error)"
     }

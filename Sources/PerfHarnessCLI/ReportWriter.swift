@@ -23,7 +23,8 @@ struct ReportWriter {
       }
     } catch {
       throw HarnessError(
-        "cannot write the report to \(file.path): \(error.localizedDescription); pass a writable directory with --output")
+        "cannot write the report to \(file.path): \(error.localizedDescription); pass a writable directory with --output"
+      )
     }
     return file.path
   }

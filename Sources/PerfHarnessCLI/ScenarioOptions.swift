@@ -1,4 +1,5 @@
 import ArgumentParser
+import Foundation
 import PerfHarness
 
 extension SamplingClock: ExpressibleByArgument {}
@@ -20,7 +21,9 @@ struct ScenarioOptions: ParsableArguments {
       valueName: "list"))
   var instruments: String?
 
-  @Option(name: .customLong("sample-rate"), help: ArgumentHelp("Time Profiler samples per second per thread (1-10000).", valueName: "hz"))
+  @Option(
+    name: .customLong("sample-rate"),
+    help: ArgumentHelp("Time Profiler samples per second per thread (1-10000).", valueName: "hz"))
   var sampleRate: Int = 1000
 
   @Option(help: "Time Profiler clock: cpu (CPU time of each thread, default) or wall (also samples blocked threads).")
@@ -36,7 +39,8 @@ struct ScenarioOptions: ParsableArguments {
     if let variant {
       for scenario in scenarios where !scenario.variants.map(\.rawValue).contains(variant) {
         throw ValidationError(
-          "unknown variant '\(variant)' for \(scenario.name); accepted: \(scenario.variants.map(\.rawValue).joined(separator: ", "))")
+          "unknown variant '\(variant)' for \(scenario.name); accepted: \(scenario.variants.map(\.rawValue).joined(separator: ", "))"
+        )
       }
     }
     if let iterations, iterations < 1 {
@@ -56,13 +60,15 @@ struct ScenarioOptions: ParsableArguments {
       let trimmed = name.trimmingCharacters(in: .whitespaces)
       guard let instrument = Instrument(rawValue: trimmed) else {
         throw ValidationError(
-          "unknown instrument '\(trimmed)' in --instruments; accepted: \(Instrument.allCases.map(\.rawValue).joined(separator: ", ")), comma-separated")
+          "unknown instrument '\(trimmed)' in --instruments; accepted: \(Instrument.allCases.map(\.rawValue).joined(separator: ", ")), comma-separated"
+        )
       }
       result.append(instrument)
     }
     for instrument in result where !Instrument.available.contains(instrument) {
       throw ValidationError(
-        "instrument '\(instrument.rawValue)' is not in this build yet; available: \(Instrument.available.map(\.rawValue).joined(separator: ", "))")
+        "instrument '\(instrument.rawValue)' is not in this build yet; available: \(Instrument.available.map(\.rawValue).joined(separator: ", "))"
+      )
     }
     return Set(result)
   }
@@ -71,5 +77,3 @@ struct ScenarioOptions: ParsableArguments {
     RecordingConfiguration(instruments: (try? parsedInstruments()) ?? [], sampleRateHz: sampleRate, clock: clock)
   }
 }
-
-import Foundation

@@ -16,7 +16,8 @@ struct Figure: Codable {
 func median(_ values: [Double]) -> Double {
   let sorted = values.sorted()
   guard !sorted.isEmpty else { return .nan }
-  return sorted.count % 2 == 1 ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
+  return sorted.count % 2 == 1
+    ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
 }
 
 let binDirectory = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
@@ -57,7 +58,9 @@ var profiled: [Double] = []
 var handlerMedians: [Double] = []
 var depths: [Double] = []
 for _ in 0..<rounds {
-  plain.append(try runScenario("filtered-thumbnail-scrolling", variant: "starter", iterations: 3, instruments: "none").wallTimeMilliseconds)
+  plain.append(
+    try runScenario("filtered-thumbnail-scrolling", variant: "starter", iterations: 3, instruments: "none")
+      .wallTimeMilliseconds)
   let report = try runScenario("filtered-thumbnail-scrolling", variant: "starter", iterations: 3, instruments: "time")
   profiled.append(report.wallTimeMilliseconds)
   if let profile = report.timeProfile {
@@ -70,23 +73,29 @@ figures.append(
   Figure(
     name: "Time Profiler overhead at 1 kHz (filtered-thumbnail-scrolling, starter)", measured: overhead, unit: "%",
     target: "< 2 %", meetsTarget: overhead < 2,
-    detail: String(format: "median wall %.1f ms profiled vs %.1f ms plain, %d rounds each", median(profiled), median(plain), rounds)))
+    detail: String(
+      format: "median wall %.1f ms profiled vs %.1f ms plain, %d rounds each", median(profiled), median(plain), rounds))
+)
 let handler = median(handlerMedians)
 figures.append(
   Figure(
     name: "Time Profiler cost per sample, in the handler", measured: handler, unit: "µs", target: "< 2 µs",
     meetsTarget: handler < 2,
-    detail: String(format: "median of the runs' medians; median stack %.0f frames; kernel signal delivery not included", median(depths))))
+    detail: String(
+      format: "median of the runs' medians; median stack %.0f frames; kernel signal delivery not included",
+      median(depths))))
 
 // The table.
 func format(_ value: Double) -> String { String(format: value < 10 ? "%.2f" : "%.1f", value) }
 var table = "| figure | measured | target | meets | detail |\n|---|---|---|---|---|\n"
 for figure in figures {
   let meets = figure.meetsTarget.map { $0 ? "yes" : "**no**" } ?? "–"
-  table += "| \(figure.name) | \(format(figure.measured)) \(figure.unit) | \(figure.target) | \(meets) | \(figure.detail) |\n"
+  table +=
+    "| \(figure.name) | \(format(figure.measured)) \(figure.unit) | \(figure.target) | \(meets) | \(figure.detail) |\n"
 }
 let environment = RunEnvironment.current()
-let header = "Measured by `make bench` on \(environment.cpu) (\(environment.cpuCount) cores), \(environment.os), release build.\n\n"
+let header =
+  "Measured by `make bench` on \(environment.cpu) (\(environment.cpuCount) cores), \(environment.os), release build.\n\n"
 print(header + table)
 
 let encoder = JSONEncoder()

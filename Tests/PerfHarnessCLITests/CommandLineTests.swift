@@ -141,7 +141,8 @@ struct ReportCommandTests {
       let count = line.split(separator: " ").last.flatMap { Int($0) }
       #expect((count ?? 0) > 0, "\(line)")
     }
-    let speedscopeObject = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: speedscope))) as? [String: Any]
+    let speedscopeObject =
+      try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: speedscope))) as? [String: Any]
     #expect(speedscopeObject?["$schema"] as? String == "https://www.speedscope.app/file-format-schema.json")
   }
 

@@ -16,7 +16,9 @@ struct TimeProfilerScenarioTests {
     ])
     #expect(result.status == 0, "\(result.standardError)")
     let report = try JSONDecoder().decode(Report.self, from: Data(result.standardOutput.utf8))
-    #expect(FileManager.default.fileExists(atPath: directory.appendingPathComponent("filtered-thumbnail-scrolling/\(variant)/profile.folded").path))
+    #expect(
+      FileManager.default.fileExists(
+        atPath: directory.appendingPathComponent("filtered-thumbnail-scrolling/\(variant)/profile.folded").path))
     return try #require(report.timeProfile)
   }
 
@@ -47,7 +49,8 @@ struct TimeProfilerScenarioTests {
   func fixed() throws {
     let profile = try profile(variant: "fixed")
     let mainIndex = try #require(profile.profile.threads.firstIndex(where: { $0.isMain }))
-    let mainShare = profile.profile.topFunctions(threads: [mainIndex], hideSystemLibraries: true)
+    let mainShare =
+      profile.profile.topFunctions(threads: [mainIndex], hideSystemLibraries: true)
       .filter { $0.symbol.contains("applyTonalFilter") }.map(\.totalPercent).max() ?? 0
     #expect(mainShare < 10)
     let workers = Set(profile.profile.threads.indices).subtracting([mainIndex])

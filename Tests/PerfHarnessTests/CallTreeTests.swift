@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import PerfHarness
 
 /// Builds a profile from stacks written as function names, root first. Names starting with
@@ -13,18 +14,25 @@ private func makeProfile(
   func frame(_ name: String) -> Int {
     if let existing = index[name] { return existing }
     let isSystem = name.hasPrefix("sys_")
-    frames.append(ProfileFrame(name: name, module: isSystem ? "libc.so.6" : "App", isApp: !isSystem, file: isSystem ? nil : "App.swift", line: frames.count + 1))
+    frames.append(
+      ProfileFrame(
+        name: name, module: isSystem ? "libc.so.6" : "App", isApp: !isSystem, file: isSystem ? nil : "App.swift",
+        line: frames.count + 1))
     index[name] = frames.count - 1
     return frames.count - 1
   }
   let samples = stacks.map { ProfileSample(thread: $0.thread, weight: $0.weight, stack: $0.names.map(frame)) }
   return Profile(
     frames: frames,
-    threads: threads.enumerated().map { ProfileThread(name: $0.element, isMain: $0.offset == 0, threadID: Int32(100 + $0.offset)) },
+    threads: threads.enumerated().map {
+      ProfileThread(name: $0.element, isMain: $0.offset == 0, threadID: Int32(100 + $0.offset))
+    },
     samples: samples)
 }
 
-private func sample(_ names: String, weight: Double = 1, thread: Int = 0) -> (thread: Int, weight: Double, names: [String]) {
+private func sample(_ names: String, weight: Double = 1, thread: Int = 0) -> (
+  thread: Int, weight: Double, names: [String]
+) {
   (thread, weight, names.split(separator: ">").map(String.init))
 }
 
@@ -40,7 +48,9 @@ extension CallTree {
 
 @Suite struct CallTreeTests {
   @Test func topFunctionsSelfPercentagesFollowLeafWeights() {
-    let profile = makeProfile([sample("main>a", weight: 50), sample("main>b", weight: 30), sample("main>c", weight: 20)])
+    let profile = makeProfile([
+      sample("main>a", weight: 50), sample("main>b", weight: 30), sample("main>c", weight: 20),
+    ])
     let top = profile.topFunctions(hideSystemLibraries: false)
     #expect(top.map(\.symbol) == ["a", "b", "c", "main"])
     #expect(top.map(\.selfPercent) == [50, 30, 20, 0])
@@ -62,7 +72,9 @@ extension CallTree {
   }
 
   @Test func childrenAreSortedHeaviestFirst() {
-    let profile = makeProfile([sample("main>light", weight: 1), sample("main>heavy", weight: 5), sample("main>mid", weight: 3)])
+    let profile = makeProfile([
+      sample("main>light", weight: 1), sample("main>heavy", weight: 5), sample("main>mid", weight: 3),
+    ])
     let tree = CallTree(profile: profile, options: .init())
     #expect(tree.roots[0].children.map(\.name) == ["heavy", "mid", "light"])
   }
@@ -171,7 +183,9 @@ extension CallTree {
   }
 
   @Test func invertedTopFunctionsShowCallers() {
-    let profile = makeProfile([sample("main>a>leaf", weight: 4), sample("main>b>leaf", weight: 1), sample("main>a", weight: 2)])
+    let profile = makeProfile([
+      sample("main>a>leaf", weight: 4), sample("main>b>leaf", weight: 1), sample("main>a", weight: 2),
+    ])
     let tree = CallTree(profile: profile, options: .init(invert: true, topFunctions: true))
     #expect(tree.root("a")?.totalWeight == 6)
     #expect(tree.root("a")?.selfWeight == 2)
@@ -183,7 +197,8 @@ extension CallTree {
 
   @Test func separateByThreadPutsARootPerThread() {
     let profile = makeProfile([
-      sample("main>a", weight: 3, thread: 0), sample("work>a", weight: 5, thread: 1), sample("work>b", weight: 1, thread: 1),
+      sample("main>a", weight: 3, thread: 0), sample("work>a", weight: 5, thread: 1),
+      sample("work>b", weight: 1, thread: 1),
     ])
     let tree = CallTree(profile: profile, options: .init(separateByThread: true))
     #expect(tree.roots.map(\.name) == ["Worker", "Main Thread"])
@@ -211,7 +226,9 @@ extension CallTree {
   }
 
   @Test func optionsParseFromTheCommandLineForm() throws {
-    #expect(try CallTreeOptions(parsing: "invert, hide-system-libraries,top") == .init(invert: true, hideSystemLibraries: true, topFunctions: true))
+    #expect(
+      try CallTreeOptions(parsing: "invert, hide-system-libraries,top")
+        == .init(invert: true, hideSystemLibraries: true, topFunctions: true))
     #expect(try CallTreeOptions(parsing: "") == .init())
     #expect(throws: CallTreeOptions.ParseError.self) { try CallTreeOptions(parsing: "invert,sideways") }
   }
@@ -228,10 +245,12 @@ extension CallTree {
   static let randomProfile: Profile = {
     var state: UInt64 = 12345
     func next(_ bound: Int) -> Int {
-      state = state &* 6364136223846793005 &+ 1442695040888963407
+      state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
       return Int(state >> 33) % bound
     }
-    let names = ["main", "run", "parse", "scan", "eval", "sys_malloc", "sys_memcpy", "sys_start", "render", "sys_write"]
+    let names = [
+      "main", "run", "parse", "scan", "eval", "sys_malloc", "sys_memcpy", "sys_start", "render", "sys_write",
+    ]
     var stacks: [(thread: Int, weight: Double, names: [String])] = []
     for _ in 0..<400 {
       let depth = 1 + next(12)
@@ -261,7 +280,7 @@ extension CallTree {
       #expect(node.sampleCount >= node.children.reduce(0) { $0 + $1.sampleCount })
       if options.hideSystemLibraries { #expect(node.isApp || node.name == "<system libraries>") }
       if options.flattenRecursion { #expect(node.children.allSatisfy { $0.name != node.name }) }
-      node.children.forEach { checkSubtree($0, isRoot: false) }
+      for child in node.children { checkSubtree(child, isRoot: false) }
     }
     func checkForest(_ roots: [CallTreeNode], total: Double) {
       if options.topFunctions {
@@ -271,7 +290,7 @@ extension CallTree {
       } else {
         #expect(close(roots.reduce(0) { $0 + $1.totalWeight }, total))
       }
-      roots.forEach { checkSubtree($0, isRoot: true) }
+      for root in roots { checkSubtree(root, isRoot: true) }
     }
 
     if options.separateByThread {

@@ -9,253 +9,258 @@ import Testing
 // lives in this one serialized suite. Other suites may run meanwhile: samples are
 // filtered by the tid of the thread that runs each workload.
 extension ProcessWideRecording {
-@Suite(.serialized)
-struct SamplingSessionTests {
-  // MARK: Workloads
+  @Suite(.serialized)
+  struct SamplingSessionTests {
+    // MARK: Workloads
 
-  static func monotonicNanoseconds() -> UInt64 {
-    var ts = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &ts)
-    return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
-  }
-
-  static func threadCPUNanoseconds() -> UInt64 {
-    var ts = timespec()
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts)
-    return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
-  }
-
-  /// Burns this thread's CPU until it has consumed `nanoseconds` of CPU time (not wall
-  /// time: the machine may be shared). Returns the CPU time actually consumed.
-  @inline(never)
-  static func burnCPU(nanoseconds: UInt64) -> UInt64 {
-    let start = threadCPUNanoseconds()
-    var x: UInt64 = 1
-    while threadCPUNanoseconds() - start < nanoseconds {
-      for i in 0..<20_000 { x = x &* 6364136223846793005 &+ UInt64(truncatingIfNeeded: i) }
+    static func monotonicNanoseconds() -> UInt64 {
+      var ts = timespec()
+      clock_gettime(CLOCK_MONOTONIC, &ts)
+      return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
     }
-    blackHole(x)
-    return threadCPUNanoseconds() - start
-  }
 
-  @inline(never)
-  static func blackHole(_ value: UInt64) {
-    if value == 42 { print("") }
-  }
-
-  /// Called through a global function value so the optimizer keeps every level as a
-  /// real frame, even in release builds.
-  nonisolated(unsafe) static var recurseThrough: (Int, UInt64) -> UInt64 = recurse
-
-  @inline(never)
-  static func recurse(_ depth: Int, _ nanoseconds: UInt64) -> UInt64 {
-    if depth == 0 { return burnCPU(nanoseconds: nanoseconds) }
-    let result = recurseThrough(depth - 1, nanoseconds)
-    return result &+ 1
-  }
-
-  /// Holds what the spawned thread reports; written by it, read only after the join.
-  final class ThreadReport: @unchecked Sendable {
-    var tid: Int32 = 0
-    var value: UInt64 = 0
-    let body: @Sendable () -> UInt64
-    init(_ body: @escaping @Sendable () -> UInt64) { self.body = body }
-  }
-
-  final class Box<T>: @unchecked Sendable {  // hands values to a pthread's entry point
-    let value: T
-    init(_ value: T) { self.value = value }
-  }
-
-  /// Runs `body` on a fresh pthread and returns its tid and the body's result.
-  static func onNewThread(_ body: @escaping @Sendable () -> UInt64) -> (tid: Int32, value: UInt64) {
-    let report = ThreadReport(body)
-    var thread = pthread_t()
-    let rc = pthread_create(&thread, nil, { raw in
-      let report = Unmanaged<ThreadReport>.fromOpaque(raw!).takeRetainedValue()
-      report.tid = CPerfSampler_gettid()
-      report.value = report.body()
-      return nil
-    }, Unmanaged.passRetained(report).toOpaque())
-    precondition(rc == 0)
-    pthread_join(thread, nil)
-    return (report.tid, report.value)
-  }
-
-  // MARK: Tests
-
-  @Test func cpuSamplingWeightsMatchConsumedCPU() throws {
-    let session = try SamplingSession.start(SamplerConfiguration())
-    let me = CPerfSampler_gettid()
-    let consumed = Self.burnCPU(nanoseconds: 300_000_000)
-    let result = session.stop()
-
-    let mine = result.samples.filter { $0.threadID == me }
-    let weightMs = Double(mine.reduce(0) { $0 + Int($1.weight) })  // 1 kHz: 1 weight = 1 ms
-    let consumedMs = Double(consumed) / 1e6
-    #expect(abs(weightMs - consumedMs) <= consumedMs * 0.3, "weights \(weightMs) ms vs CPU \(consumedMs) ms")
-    #expect(result.lostSamples == 0)
-    #expect(result.signalsReceived >= mine.count)
-    #expect(!mine.isEmpty)
-    for sample in mine {
-      #expect(sample.frames.count >= 1)
-      #expect(sample.frames.first != 0)
-      #expect(sample.weight >= 1)
-      #expect(sample.timestampNanoseconds >= result.startNanoseconds)
-      #expect(sample.timestampNanoseconds <= result.stopNanoseconds)
+    static func threadCPUNanoseconds() -> UInt64 {
+      var ts = timespec()
+      clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts)
+      return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
     }
-    let thread = result.threads.first { $0.threadID == me }
-    #expect(thread != nil)
-    #expect(thread?.isMain == (me == getpid()))
-  }
 
-  @Test func threadsCreatedAfterStartAreSampled() throws {
-    let session = try SamplingSession.start(SamplerConfiguration())
-    let burned = DispatchSemaphore(value: 0)
-    let stopped = DispatchSemaphore(value: 0)
-    let report = ThreadReport {
-      // Renamed after the sampler may already have seen it: the name is read again.
-      let fd = open("/proc/thread-self/comm", O_WRONLY)
-      if fd >= 0 {
-        _ = "late-burner".withCString { write(fd, $0, strlen($0)) }
-        close(fd)
+    /// Burns this thread's CPU until it has consumed `nanoseconds` of CPU time (not wall
+    /// time: the machine may be shared). Returns the CPU time actually consumed.
+    @inline(never)
+    static func burnCPU(nanoseconds: UInt64) -> UInt64 {
+      let start = threadCPUNanoseconds()
+      var x: UInt64 = 1
+      while threadCPUNanoseconds() - start < nanoseconds {
+        for i in 0..<20_000 { x = x &* 6_364_136_223_846_793_005 &+ UInt64(truncatingIfNeeded: i) }
       }
-      return Self.burnCPU(nanoseconds: 200_000_000)
+      blackHole(x)
+      return threadCPUNanoseconds() - start
     }
-    var thread = pthread_t()
-    let context = Unmanaged.passRetained(Box((report, burned, stopped))).toOpaque()
-    let rc = pthread_create(&thread, nil, { raw in
-      let box = Unmanaged<Box<(ThreadReport, DispatchSemaphore, DispatchSemaphore)>>.fromOpaque(raw!).takeRetainedValue()
-      let (report, burned, stopped) = box.value
-      report.tid = CPerfSampler_gettid()
-      report.value = report.body()
-      burned.signal()
-      stopped.wait()  // alive at stop, so stop reads its current name
-      return nil
-    }, context)
-    try #require(rc == 0)
-    burned.wait()
-    let result = session.stop()
-    stopped.signal()
-    pthread_join(thread, nil)
 
-    let theirs = result.samples.filter { $0.threadID == report.tid }
-    #expect(!theirs.isEmpty, "no samples from thread \(report.tid) (consumed \(report.value / 1_000_000) ms)")
-    let weight = theirs.reduce(0) { $0 + Int($1.weight) }
-    // Discovery runs every few ms: allow for the part of the burn before it.
-    #expect(Double(weight) >= Double(report.value) / 1e6 * 0.5)
-    let sampled = result.threads.first { $0.threadID == report.tid }
-    #expect(sampled?.isMain == false)
-    #expect(sampled?.name == "late-burner")
-  }
-
-  @Test func tinyBufferCountsLostSamples() throws {
-    var configuration = SamplerConfiguration()
-    configuration.bufferBytes = 4096
-    let session = try SamplingSession.start(configuration)
-    _ = Self.burnCPU(nanoseconds: 200_000_000)
-    let result = session.stop()
-    #expect(result.lostSamples > 0)
-    let bytes = result.samples.reduce(0) { $0 + 24 + $1.frames.count * 8 }
-    #expect(bytes <= 4096)
-    #expect(result.signalsReceived == result.samples.count + result.lostSamples)
-  }
-
-  @Test func wallClockSamplesABlockedThread() throws {
-    var configuration = SamplerConfiguration()
-    configuration.clock = .wall
-    let session = try SamplingSession.start(configuration)
-    let me = CPerfSampler_gettid()
-    // Wall-clock signals interrupt nanosleep (EINTR): keep sleeping until 300 ms passed.
-    let deadline = Self.monotonicNanoseconds() + 300_000_000
-    while true {
-      let now = Self.monotonicNanoseconds()
-      if now >= deadline { break }
-      var request = timespec(tv_sec: 0, tv_nsec: Int(deadline - now))
-      _ = nanosleep(&request, nil)
+    @inline(never)
+    static func blackHole(_ value: UInt64) {
+      if value == 42 { print("") }
     }
-    let result = session.stop()
-    let mine = result.samples.filter { $0.threadID == me }
-    let weight = mine.reduce(0) { $0 + Int($1.weight) }
-    #expect(weight >= 150, "wall weight \(weight) for a 300 ms sleep")
-    #expect(weight <= 600)
-  }
 
-  @Test func deepStacksKeepAtLeast128Frames() throws {
-    let session = try SamplingSession.start(SamplerConfiguration())
-    let me = CPerfSampler_gettid()
-    _ = Self.recurse(150, 200_000_000)
-    let result = session.stop()
-    let mine = result.samples.filter { $0.threadID == me }
-    #expect(!mine.isEmpty)
-    let deepest = mine.map(\.frames.count).max() ?? 0
-    #expect(deepest >= 128, "deepest sample has \(deepest) frames")
-    #expect(mine.allSatisfy { $0.frames.count <= 256 })
-  }
+    /// Called through a global function value so the optimizer keeps every level as a
+    /// real frame, even in release builds.
+    nonisolated(unsafe) static var recurseThrough: (Int, UInt64) -> UInt64 = recurse
 
-  @Test func secondConcurrentStartFailsAndRestartWorks() throws {
-    let first = try SamplingSession.start(SamplerConfiguration())
-    #expect {
-      _ = try SamplingSession.start(SamplerConfiguration())
-    } throws: { error in
-      (error as? SamplingError)?.code == .alreadyRunning
+    @inline(never)
+    static func recurse(_ depth: Int, _ nanoseconds: UInt64) -> UInt64 {
+      if depth == 0 { return burnCPU(nanoseconds: nanoseconds) }
+      let result = recurseThrough(depth - 1, nanoseconds)
+      return result &+ 1
     }
-    let firstResult = first.stop()
-    let again = first.stop()  // idempotent
-    #expect(again.samples.count == firstResult.samples.count)
 
-    let second = try SamplingSession.start(SamplerConfiguration())
-    let me = CPerfSampler_gettid()
-    _ = Self.burnCPU(nanoseconds: 50_000_000)
-    let secondResult = second.stop()
-    #expect(secondResult.samples.contains { $0.threadID == me })
-    #expect(secondResult.startNanoseconds >= firstResult.stopNanoseconds)
-  }
+    /// Holds what the spawned thread reports; written by it, read only after the join.
+    final class ThreadReport: @unchecked Sendable {
+      var tid: Int32 = 0
+      var value: UInt64 = 0
+      let body: @Sendable () -> UInt64
+      init(_ body: @escaping @Sendable () -> UInt64) { self.body = body }
+    }
 
-  @Test(arguments: [0, -5, 10_001, 100_000])
-  func outOfRangeRatesThrow(rate: Int) {
-    var configuration = SamplerConfiguration()
-    configuration.rateHz = rate
-    #expect {
-      _ = try SamplingSession.start(configuration)
-    } throws: { error in
-      guard let error = error as? SamplingError else { return false }
-      return error.code == .invalidConfiguration && error.description.contains("rateHz")
+    final class Box<T>: @unchecked Sendable {  // hands values to a pthread's entry point
+      let value: T
+      init(_ value: T) { self.value = value }
+    }
+
+    /// Runs `body` on a fresh pthread and returns its tid and the body's result.
+    static func onNewThread(_ body: @escaping @Sendable () -> UInt64) -> (tid: Int32, value: UInt64) {
+      let report = ThreadReport(body)
+      var thread = pthread_t()
+      let rc = pthread_create(
+        &thread, nil,
+        { raw in
+          let report = Unmanaged<ThreadReport>.fromOpaque(raw!).takeRetainedValue()
+          report.tid = CPerfSampler_gettid()
+          report.value = report.body()
+          return nil
+        }, Unmanaged.passRetained(report).toOpaque())
+      precondition(rc == 0)
+      pthread_join(thread, nil)
+      return (report.tid, report.value)
+    }
+
+    // MARK: Tests
+
+    @Test func cpuSamplingWeightsMatchConsumedCPU() throws {
+      let session = try SamplingSession.start(SamplerConfiguration())
+      let me = CPerfSampler_gettid()
+      let consumed = Self.burnCPU(nanoseconds: 300_000_000)
+      let result = session.stop()
+
+      let mine = result.samples.filter { $0.threadID == me }
+      let weightMs = Double(mine.reduce(0) { $0 + Int($1.weight) })  // 1 kHz: 1 weight = 1 ms
+      let consumedMs = Double(consumed) / 1e6
+      #expect(abs(weightMs - consumedMs) <= consumedMs * 0.3, "weights \(weightMs) ms vs CPU \(consumedMs) ms")
+      #expect(result.lostSamples == 0)
+      #expect(result.signalsReceived >= mine.count)
+      #expect(!mine.isEmpty)
+      for sample in mine {
+        #expect(sample.frames.count >= 1)
+        #expect(sample.frames.first != 0)
+        #expect(sample.weight >= 1)
+        #expect(sample.timestampNanoseconds >= result.startNanoseconds)
+        #expect(sample.timestampNanoseconds <= result.stopNanoseconds)
+      }
+      let thread = result.threads.first { $0.threadID == me }
+      #expect(thread != nil)
+      #expect(thread?.isMain == (me == getpid()))
+    }
+
+    @Test func threadsCreatedAfterStartAreSampled() throws {
+      let session = try SamplingSession.start(SamplerConfiguration())
+      let burned = DispatchSemaphore(value: 0)
+      let stopped = DispatchSemaphore(value: 0)
+      let report = ThreadReport {
+        // Renamed after the sampler may already have seen it: the name is read again.
+        let fd = open("/proc/thread-self/comm", O_WRONLY)
+        if fd >= 0 {
+          _ = "late-burner".withCString { write(fd, $0, strlen($0)) }
+          close(fd)
+        }
+        return Self.burnCPU(nanoseconds: 200_000_000)
+      }
+      var thread = pthread_t()
+      let context = Unmanaged.passRetained(Box((report, burned, stopped))).toOpaque()
+      let rc = pthread_create(
+        &thread, nil,
+        { raw in
+          let box = Unmanaged<Box<(ThreadReport, DispatchSemaphore, DispatchSemaphore)>>.fromOpaque(raw!)
+            .takeRetainedValue()
+          let (report, burned, stopped) = box.value
+          report.tid = CPerfSampler_gettid()
+          report.value = report.body()
+          burned.signal()
+          stopped.wait()  // alive at stop, so stop reads its current name
+          return nil
+        }, context)
+      try #require(rc == 0)
+      burned.wait()
+      let result = session.stop()
+      stopped.signal()
+      pthread_join(thread, nil)
+
+      let theirs = result.samples.filter { $0.threadID == report.tid }
+      #expect(!theirs.isEmpty, "no samples from thread \(report.tid) (consumed \(report.value / 1_000_000) ms)")
+      let weight = theirs.reduce(0) { $0 + Int($1.weight) }
+      // Discovery runs every few ms: allow for the part of the burn before it.
+      #expect(Double(weight) >= Double(report.value) / 1e6 * 0.5)
+      let sampled = result.threads.first { $0.threadID == report.tid }
+      #expect(sampled?.isMain == false)
+      #expect(sampled?.name == "late-burner")
+    }
+
+    @Test func tinyBufferCountsLostSamples() throws {
+      var configuration = SamplerConfiguration()
+      configuration.bufferBytes = 4096
+      let session = try SamplingSession.start(configuration)
+      _ = Self.burnCPU(nanoseconds: 200_000_000)
+      let result = session.stop()
+      #expect(result.lostSamples > 0)
+      let bytes = result.samples.reduce(0) { $0 + 24 + $1.frames.count * 8 }
+      #expect(bytes <= 4096)
+      #expect(result.signalsReceived == result.samples.count + result.lostSamples)
+    }
+
+    @Test func wallClockSamplesABlockedThread() throws {
+      var configuration = SamplerConfiguration()
+      configuration.clock = .wall
+      let session = try SamplingSession.start(configuration)
+      let me = CPerfSampler_gettid()
+      // Wall-clock signals interrupt nanosleep (EINTR): keep sleeping until 300 ms passed.
+      let deadline = Self.monotonicNanoseconds() + 300_000_000
+      while true {
+        let now = Self.monotonicNanoseconds()
+        if now >= deadline { break }
+        var request = timespec(tv_sec: 0, tv_nsec: Int(deadline - now))
+        _ = nanosleep(&request, nil)
+      }
+      let result = session.stop()
+      let mine = result.samples.filter { $0.threadID == me }
+      let weight = mine.reduce(0) { $0 + Int($1.weight) }
+      #expect(weight >= 150, "wall weight \(weight) for a 300 ms sleep")
+      #expect(weight <= 600)
+    }
+
+    @Test func deepStacksKeepAtLeast128Frames() throws {
+      let session = try SamplingSession.start(SamplerConfiguration())
+      let me = CPerfSampler_gettid()
+      _ = Self.recurse(150, 200_000_000)
+      let result = session.stop()
+      let mine = result.samples.filter { $0.threadID == me }
+      #expect(!mine.isEmpty)
+      let deepest = mine.map(\.frames.count).max() ?? 0
+      #expect(deepest >= 128, "deepest sample has \(deepest) frames")
+      #expect(mine.allSatisfy { $0.frames.count <= 256 })
+    }
+
+    @Test func secondConcurrentStartFailsAndRestartWorks() throws {
+      let first = try SamplingSession.start(SamplerConfiguration())
+      #expect {
+        _ = try SamplingSession.start(SamplerConfiguration())
+      } throws: { error in
+        (error as? SamplingError)?.code == .alreadyRunning
+      }
+      let firstResult = first.stop()
+      let again = first.stop()  // idempotent
+      #expect(again.samples.count == firstResult.samples.count)
+
+      let second = try SamplingSession.start(SamplerConfiguration())
+      let me = CPerfSampler_gettid()
+      _ = Self.burnCPU(nanoseconds: 50_000_000)
+      let secondResult = second.stop()
+      #expect(secondResult.samples.contains { $0.threadID == me })
+      #expect(secondResult.startNanoseconds >= firstResult.stopNanoseconds)
+    }
+
+    @Test(arguments: [0, -5, 10_001, 100_000])
+    func outOfRangeRatesThrow(rate: Int) {
+      var configuration = SamplerConfiguration()
+      configuration.rateHz = rate
+      #expect {
+        _ = try SamplingSession.start(configuration)
+      } throws: { error in
+        guard let error = error as? SamplingError else { return false }
+        return error.code == .invalidConfiguration && error.description.contains("rateHz")
+      }
+    }
+
+    @Test func otherInvalidConfigurationsThrow() {
+      var tooDeep = SamplerConfiguration()
+      tooDeep.maxDepth = 0
+      #expect(throws: SamplingError.self) { _ = try SamplingSession.start(tooDeep) }
+      var tooSmall = SamplerConfiguration()
+      tooSmall.bufferBytes = 100
+      #expect(throws: SamplingError.self) { _ = try SamplingSession.start(tooSmall) }
+    }
+
+    @Test(arguments: SamplingClock.allCases)
+    func exitingThreadsAndDispatchWorkersAreHandled(clock: SamplingClock) throws {
+      var configuration = SamplerConfiguration()
+      configuration.clock = clock
+      let session = try SamplingSession.start(configuration)
+      // Threads that come and go while timers are armed for them.
+      for _ in 0..<100 {
+        _ = Self.onNewThread { Self.burnCPU(nanoseconds: 1_000_000) }
+      }
+      DispatchQueue.concurrentPerform(iterations: 8) { _ in
+        _ = Self.burnCPU(nanoseconds: 20_000_000)
+      }
+      let result = session.stop()
+      // Discovery polls every few ms, so some of the 1 ms threads are never seen.
+      #expect(result.threads.count > 10)
+      #expect(Set(result.samples.map(\.threadID)).count >= 2)
+      #expect(result.samples.allSatisfy { !$0.frames.isEmpty && $0.frames[0] != 0 })
+    }
+
+    @Test func droppedSessionFreesTheSampler() throws {
+      do { _ = try SamplingSession.start(SamplerConfiguration()) }
+      let session = try SamplingSession.start(SamplerConfiguration())
+      _ = session.stop()
     }
   }
-
-  @Test func otherInvalidConfigurationsThrow() {
-    var tooDeep = SamplerConfiguration()
-    tooDeep.maxDepth = 0
-    #expect(throws: SamplingError.self) { _ = try SamplingSession.start(tooDeep) }
-    var tooSmall = SamplerConfiguration()
-    tooSmall.bufferBytes = 100
-    #expect(throws: SamplingError.self) { _ = try SamplingSession.start(tooSmall) }
-  }
-
-  @Test(arguments: SamplingClock.allCases)
-  func exitingThreadsAndDispatchWorkersAreHandled(clock: SamplingClock) throws {
-    var configuration = SamplerConfiguration()
-    configuration.clock = clock
-    let session = try SamplingSession.start(configuration)
-    // Threads that come and go while timers are armed for them.
-    for _ in 0..<100 {
-      _ = Self.onNewThread { Self.burnCPU(nanoseconds: 1_000_000) }
-    }
-    DispatchQueue.concurrentPerform(iterations: 8) { _ in
-      _ = Self.burnCPU(nanoseconds: 20_000_000)
-    }
-    let result = session.stop()
-    // Discovery polls every few ms, so some of the 1 ms threads are never seen.
-    #expect(result.threads.count > 10)
-    #expect(Set(result.samples.map(\.threadID)).count >= 2)
-    #expect(result.samples.allSatisfy { !$0.frames.isEmpty && $0.frames[0] != 0 })
-  }
-
-  @Test func droppedSessionFreesTheSampler() throws {
-    do { _ = try SamplingSession.start(SamplerConfiguration()) }
-    let session = try SamplingSession.start(SamplerConfiguration())
-    _ = session.stop()
-  }
-}
 }

@@ -18,9 +18,15 @@ struct SymbolNameTests {
       "App.ViewController.collectionView(_:cellForItemAt:)"
     ),
     ("static Swift.Int.+ infix(Swift.Int, Swift.Int) -> Swift.Int", "static Swift.Int.+ infix(_:_:)"),
-    ("generic specialization <Swift.Int> of Swift.Array.append(__owned A) -> ()", "generic specialization <Swift.Int> of Swift.Array.append(_:)"),
+    (
+      "generic specialization <Swift.Int> of Swift.Array.append(__owned A) -> ()",
+      "generic specialization <Swift.Int> of Swift.Array.append(_:)"
+    ),
     ("malloc", "malloc"),
-    ("PhotoSearch.CollectionView.(layoutVisibleCells in _0DF3A1B2)() -> ()", "PhotoSearch.CollectionView.layoutVisibleCells()"),
+    (
+      "PhotoSearch.CollectionView.(layoutVisibleCells in _0DF3A1B2)() -> ()",
+      "PhotoSearch.CollectionView.layoutVisibleCells()"
+    ),
     ("std::vector<int>::push_back(int const&)", "std::vector<int>::push_back(_:)"),
   ])
   func simplifies(_ demangled: String, _ expected: String) {

@@ -4,7 +4,7 @@ import Testing
 @testable import PerfHarness
 
 #if canImport(Glibc)
-import Glibc
+  import Glibc
 #endif
 
 // glibc's backtrace(3), looked up at run time: execinfo.h is not in the Glibc module map.
@@ -16,7 +16,8 @@ private let glibcBacktrace = unsafeBitCast(dlsym(nil, "backtrace"), to: Backtrac
 @inline(never)
 func symbolizerProbeFunction() -> (addresses: [UInt], line: Int) {
   var buffer = [UnsafeMutableRawPointer?](repeating: nil, count: 64)
-  let line = #line; let count = glibcBacktrace(&buffer, Int32(buffer.count))
+  let line = #line
+  let count = glibcBacktrace(&buffer, Int32(buffer.count))
   return (buffer.prefix(Int(count)).map { UInt(bitPattern: $0) }, line)
 }
 
@@ -24,13 +25,15 @@ func symbolizerProbeFunction() -> (addresses: [UInt], line: Int) {
 @inline(__always)
 func symbolizerInlinedCapture() -> (addresses: [UInt], line: Int) {
   var buffer = [UnsafeMutableRawPointer?](repeating: nil, count: 64)
-  let line = #line; let count = glibcBacktrace(&buffer, Int32(buffer.count))
+  let line = #line
+  let count = glibcBacktrace(&buffer, Int32(buffer.count))
   return (buffer.prefix(Int(count)).map { UInt(bitPattern: $0) }, line)
 }
 
 @inline(never)
 func symbolizerInliningCaller() -> (addresses: [UInt], line: Int, callLine: Int) {
-  let callLine = #line; let capture = symbolizerInlinedCapture()
+  let callLine = #line
+  let capture = symbolizerInlinedCapture()
   return (capture.addresses, capture.line, callLine)
 }
 

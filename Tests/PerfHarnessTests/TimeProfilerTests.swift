@@ -1,6 +1,6 @@
+import CPerfSampler
 import Foundation
 import Testing
-import CPerfSampler
 
 @testable import PerfHarness
 
@@ -57,82 +57,82 @@ final class ManagedTid: @unchecked Sendable {
 
 // Every test here records the whole process: they run one at a time.
 extension ProcessWideRecording {
-@Suite("Time Profiler on real sampled workloads", .serialized)
-struct TimeProfilerTests {
-  @Test("a 50/30/20 CPU split is reported within 5 points")
-  func knownSplit() throws {
-    let profiler = TimeProfiler(clock: .cpu, rateHz: 1000)
-    try profiler.start()
-    // Short randomly ordered slices: the CPU timers fire on a 4 ms kernel tick, and a
-    // fixed pattern would alias with it.
-    let tid = onNewThread {
-      var generator = SystemRandomNumberGenerator()
-      var spent = 0
-      while spent < 3_000_000 {
-        let slice = Int.random(in: 100...500, using: &generator)
-        switch Double.random(in: 0..<1, using: &generator) {
-        case ..<0.5: timeProfilerProbeHalf(slice)
-        case ..<0.8: timeProfilerProbeThird(slice)
-        default: timeProfilerProbeFifth(slice)
+  @Suite("Time Profiler on real sampled workloads", .serialized)
+  struct TimeProfilerTests {
+    @Test("a 50/30/20 CPU split is reported within 5 points")
+    func knownSplit() throws {
+      let profiler = TimeProfiler(clock: .cpu, rateHz: 1000)
+      try profiler.start()
+      // Short randomly ordered slices: the CPU timers fire on a 4 ms kernel tick, and a
+      // fixed pattern would alias with it.
+      let tid = onNewThread {
+        var generator = SystemRandomNumberGenerator()
+        var spent = 0
+        while spent < 3_000_000 {
+          let slice = Int.random(in: 100...500, using: &generator)
+          switch Double.random(in: 0..<1, using: &generator) {
+          case ..<0.5: timeProfilerProbeHalf(slice)
+          case ..<0.8: timeProfilerProbeThird(slice)
+          default: timeProfilerProbeFifth(slice)
+          }
+          spent += slice
         }
-        spent += slice
       }
+      profiler.stop()
+      let report = try profiler.report()
+      let thread = try #require(report.profile.threads.firstIndex(where: { $0.threadID == tid }))
+      let functions = report.profile.topFunctions(threads: [thread], hideSystemLibraries: true)
+      // Each probe burns through burnCPU, so its share is its total (self + callees).
+      func percent(_ name: String) -> Double {
+        functions.first { $0.symbol.contains(name) }?.totalPercent ?? 0
+      }
+      #expect(abs(percent("timeProfilerProbeHalf") - 50) < 5, "\(functions.prefix(5))")
+      #expect(abs(percent("timeProfilerProbeThird") - 30) < 5, "\(functions.prefix(5))")
+      #expect(abs(percent("timeProfilerProbeFifth") - 20) < 5, "\(functions.prefix(5))")
+      // Overrun weighting keeps time right although the kernel delivers ~250 signals/s.
+      let weight = report.profile.totalWeight(threads: [thread])
+      #expect(abs(weight - 3000) < 3000 * 0.2, "sampled \(weight) ms of 3000 ms CPU")
+      #expect(report.lostSamples == 0)
     }
-    profiler.stop()
-    let report = try profiler.report()
-    let thread = try #require(report.profile.threads.firstIndex(where: { $0.threadID == tid }))
-    let functions = report.profile.topFunctions(threads: [thread], hideSystemLibraries: true)
-    // Each probe burns through burnCPU, so its share is its total (self + callees).
-    func percent(_ name: String) -> Double {
-      functions.first { $0.symbol.contains(name) }?.totalPercent ?? 0
-    }
-    #expect(abs(percent("timeProfilerProbeHalf") - 50) < 5, "\(functions.prefix(5))")
-    #expect(abs(percent("timeProfilerProbeThird") - 30) < 5, "\(functions.prefix(5))")
-    #expect(abs(percent("timeProfilerProbeFifth") - 20) < 5, "\(functions.prefix(5))")
-    // Overrun weighting keeps time right although the kernel delivers ~250 signals/s.
-    let weight = report.profile.totalWeight(threads: [thread])
-    #expect(abs(weight - 3000) < 3000 * 0.2, "sampled \(weight) ms of 3000 ms CPU")
-    #expect(report.lostSamples == 0)
-  }
 
-  @Test("recursion is flattened to one node per function")
-  func flattenRecursion() throws {
-    let profiler = TimeProfiler(clock: .cpu, rateHz: 1000)
-    try profiler.start()
-    let tid = onNewThread {
-      for _ in 0..<2000 { timeProfilerProbeRecursion(12) }
+    @Test("recursion is flattened to one node per function")
+    func flattenRecursion() throws {
+      let profiler = TimeProfiler(clock: .cpu, rateHz: 1000)
+      try profiler.start()
+      let tid = onNewThread {
+        for _ in 0..<2000 { timeProfilerProbeRecursion(12) }
+      }
+      profiler.stop()
+      let report = try profiler.report()
+      let thread = try #require(report.profile.threads.firstIndex(where: { $0.threadID == tid }))
+      func deepestRecursionRun(_ nodes: [CallTreeNode], run: Int = 0) -> Int {
+        nodes.map { node in
+          let isProbe = node.name.contains("timeProfilerProbeRecursion")
+          let current = isProbe ? run + 1 : 0
+          return max(current, deepestRecursionRun(node.children, run: current))
+        }.max() ?? run
+      }
+      let plain = CallTree(profile: report.profile, options: .init(hideSystemLibraries: true), threads: [thread])
+      let flat = CallTree(
+        profile: report.profile, options: .init(hideSystemLibraries: true, flattenRecursion: true), threads: [thread])
+      #expect(deepestRecursionRun(plain.roots) >= 10, "the sampled stacks hold the recursion")
+      #expect(deepestRecursionRun(flat.roots) == 1)
+      #expect(abs(flat.totalWeight - plain.totalWeight) < 0.001)
     }
-    profiler.stop()
-    let report = try profiler.report()
-    let thread = try #require(report.profile.threads.firstIndex(where: { $0.threadID == tid }))
-    func deepestRecursionRun(_ nodes: [CallTreeNode], run: Int = 0) -> Int {
-      nodes.map { node in
-        let isProbe = node.name.contains("timeProfilerProbeRecursion")
-        let current = isProbe ? run + 1 : 0
-        return max(current, deepestRecursionRun(node.children, run: current))
-      }.max() ?? run
-    }
-    let plain = CallTree(profile: report.profile, options: .init(hideSystemLibraries: true), threads: [thread])
-    let flat = CallTree(
-      profile: report.profile, options: .init(hideSystemLibraries: true, flattenRecursion: true), threads: [thread])
-    #expect(deepestRecursionRun(plain.roots) >= 10, "the sampled stacks hold the recursion")
-    #expect(deepestRecursionRun(flat.roots) == 1)
-    #expect(abs(flat.totalWeight - plain.totalWeight) < 0.001)
-  }
 
-  @Test("symbols are demangled, simplified and attributed to their module")
-  func symbolization() throws {
-    let profiler = TimeProfiler(clock: .cpu, rateHz: 1000)
-    try profiler.start()
-    _ = onNewThread { timeProfilerProbeFifth(300_000) }
-    profiler.stop()
-    let report = try profiler.report()
-    let frame = try #require(report.profile.frames.first(where: { $0.name.contains("timeProfilerProbeFifth") }))
-    #expect(frame.name == "PerfHarnessTests.timeProfilerProbeFifth(_:)")
-    #expect(frame.module == "PerfHarnessTests")
-    #expect(frame.isApp)
-    #expect(frame.file?.hasSuffix("TimeProfilerTests.swift") == true)
-    #expect(report.profile.frames.contains { !$0.isApp && $0.module.hasPrefix("libc") })
+    @Test("symbols are demangled, simplified and attributed to their module")
+    func symbolization() throws {
+      let profiler = TimeProfiler(clock: .cpu, rateHz: 1000)
+      try profiler.start()
+      _ = onNewThread { timeProfilerProbeFifth(300_000) }
+      profiler.stop()
+      let report = try profiler.report()
+      let frame = try #require(report.profile.frames.first(where: { $0.name.contains("timeProfilerProbeFifth") }))
+      #expect(frame.name == "PerfHarnessTests.timeProfilerProbeFifth(_:)")
+      #expect(frame.module == "PerfHarnessTests")
+      #expect(frame.isApp)
+      #expect(frame.file?.hasSuffix("TimeProfilerTests.swift") == true)
+      #expect(report.profile.frames.contains { !$0.isApp && $0.module.hasPrefix("libc") })
+    }
   }
-}
 }

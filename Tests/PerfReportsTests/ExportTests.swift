@@ -61,7 +61,8 @@ private func smallProfile() -> Profile {
 
   @Test func countsSamplesWhenAsked() {
     #expect(
-      FoldedStacks.render(smallProfile(), options: .init(invert: true, hideSystemLibraries: true), count: .samples) == """
+      FoldedStacks.render(smallProfile(), options: .init(invert: true, hideSystemLibraries: true), count: .samples)
+        == """
         <system libraries> 1
         decode,v2 1
         filter(_:);search(for:);main 3
@@ -72,11 +73,15 @@ private func smallProfile() -> Profile {
 
   @Test func zeroWeightStacksAreNotEmitted() {
     var profile = smallProfile()
-    profile.samples = [ProfileSample(thread: 0, weight: 0, stack: [0]), ProfileSample(thread: 0, weight: 0.2, stack: [0, 1])]
+    profile.samples = [
+      ProfileSample(thread: 0, weight: 0, stack: [0]), ProfileSample(thread: 0, weight: 0.2, stack: [0, 1]),
+    ]
     #expect(FoldedStacks.render(profile) == "main;search(for:) 1\n")
   }
 
-  @Test(arguments: [("a;b", "a,b"), ("line\nbreak", "line break"), ("closure #1 in f(a:)", "closure #1 in f(a:)"), ("", "<unnamed>")])
+  @Test(arguments: [
+    ("a;b", "a,b"), ("line\nbreak", "line break"), ("closure #1 in f(a:)", "closure #1 in f(a:)"), ("", "<unnamed>"),
+  ])
   func escapesDelimiters(name: String, expected: String) {
     #expect(FoldedStacks.escape(name) == expected)
   }
@@ -100,7 +105,8 @@ private func smallProfile() -> Profile {
     // Functions, not frames: the two lines of search(for:) share a frame.
     #expect(file.shared.frames.count == 7)
     #expect(file.profiles[0].samples[0] == file.profiles[0].samples[1].dropLast())
-    #expect(file.shared.frames[file.profiles[0].samples[0][1]] == .init(name: "search(for:)", file: "Search.swift", line: 10))
+    #expect(
+      file.shared.frames[file.profiles[0].samples[0][1]] == .init(name: "search(for:)", file: "Search.swift", line: 10))
     #expect(file.shared.frames.contains(.init(name: "memcpy", file: "libc.so.6", line: nil)))
     #expect(file.profiles[0].startValue == 0)
     #expect(file.profiles[0].endValue == 20)
@@ -110,9 +116,11 @@ private func smallProfile() -> Profile {
 
   @Test func usesTheSchemaKeyNames() throws {
     let json = try JSONSerialization.jsonObject(with: Speedscope.render(smallProfile(), name: "x")) as? [String: Any]
-    #expect(Set(json?.keys.map { $0 } ?? []) == ["$schema", "shared", "profiles", "name", "activeProfileIndex", "exporter"])
+    #expect(
+      Set(json?.keys.map { $0 } ?? []) == ["$schema", "shared", "profiles", "name", "activeProfileIndex", "exporter"])
     let first = (json?["profiles"] as? [[String: Any]])?.first
-    #expect(Set(first?.keys.map { $0 } ?? []) == ["type", "name", "unit", "startValue", "endValue", "samples", "weights"])
+    #expect(
+      Set(first?.keys.map { $0 } ?? []) == ["type", "name", "unit", "startValue", "endValue", "samples", "weights"])
   }
 
   @Test func escapesNamesAndKeepsFractionalWeights() throws {

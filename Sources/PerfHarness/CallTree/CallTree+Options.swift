@@ -45,13 +45,15 @@ public struct CallTreeOptions: Hashable, Sendable, Codable {
   }
 
   // Computed, not stored: key paths are not Sendable, so they cannot live in a static let.
-  private static var optionTable: [(names: [String], keyPath: WritableKeyPath<CallTreeOptions, Bool>)] {[
-    (["separate-by-thread", "thread", "threads"], \.separateByThread),
-    (["invert", "inverted"], \.invert),
-    (["hide-system-libraries", "hide-system", "app-only"], \.hideSystemLibraries),
-    (["flatten-recursion", "flatten"], \.flattenRecursion),
-    (["top-functions", "top"], \.topFunctions),
-  ]}
+  private static var optionTable: [(names: [String], keyPath: WritableKeyPath<CallTreeOptions, Bool>)] {
+    [
+      (["separate-by-thread", "thread", "threads"], \.separateByThread),
+      (["invert", "inverted"], \.invert),
+      (["hide-system-libraries", "hide-system", "app-only"], \.hideSystemLibraries),
+      (["flatten-recursion", "flatten"], \.flattenRecursion),
+      (["top-functions", "top"], \.topFunctions),
+    ]
+  }
 
   /// Parses a comma-separated list such as `invert,hide-system-libraries` (`""` or `none`:
   /// every option off). Throws ``ParseError`` naming the bad word and the accepted forms.

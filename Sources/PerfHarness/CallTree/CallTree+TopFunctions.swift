@@ -35,7 +35,8 @@ extension Profile {
   /// numbers as the roots of a `topFunctions` ``CallTree``, without building the subtrees.
   /// `limit` keeps the first rows.
   public func topFunctions(threads: Set<Int>? = nil, hideSystemLibraries: Bool, limit: Int? = nil) -> [FunctionWeight] {
-    var transformer = StackTransformer(profile: self, options: CallTreeOptions(hideSystemLibraries: hideSystemLibraries))
+    var transformer = StackTransformer(
+      profile: self, options: CallTreeOptions(hideSystemLibraries: hideSystemLibraries))
     let functionCount = transformer.functions.count
     var selfWeight = [Double](repeating: 0, count: functionCount)
     var totalWeight = [Double](repeating: 0, count: functionCount)

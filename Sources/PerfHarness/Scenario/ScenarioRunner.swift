@@ -35,7 +35,8 @@ public struct ScenarioRunner {
     do {
       timeProfile = try recording.timeProfileReport()
     } catch {
-      failure = [failure, "the time profile could not be symbolized: \(error)"].compactMap { $0 }.joined(separator: "; ")
+      failure = [failure, "the time profile could not be symbolized: \(error)"].compactMap { $0 }.joined(
+        separator: "; ")
     }
     return Report(
       schemaVersion: Report.currentSchemaVersion,

@@ -16,7 +16,8 @@ enum SymbolName {
         continue
       }
       let inside = String(characters[(index + 1)..<close])
-      let isClosureSignature = output.hasSuffix(" ") && output.range(of: #"closure #\d+ $"#, options: .regularExpression) != nil
+      let isClosureSignature =
+        output.hasSuffix(" ") && output.range(of: #"closure #\d+ $"#, options: .regularExpression) != nil
       if let privateName = privateDeclarationName(inside), output.hasSuffix(".") || output.isEmpty {
         // `(layout in _0123ABCD)`: a private declaration's discriminator.
         output += privateName
@@ -103,7 +104,9 @@ enum SymbolName {
     parts.append(current)
     return parts.map { part in
       let trimmed = part.drop { $0 == " " }
-      if let colon = trimmed.firstIndex(of: ":"), trimmed[..<colon].allSatisfy({ $0.isLetter || $0.isNumber || $0 == "_" }) {
+      if let colon = trimmed.firstIndex(of: ":"),
+        trimmed[..<colon].allSatisfy({ $0.isLetter || $0.isNumber || $0 == "_" })
+      {
         return String(trimmed[..<colon]) + ":"
       }
       return "_:"

@@ -2,9 +2,9 @@ import CPerfSymbols
 import Synchronization
 
 #if canImport(Glibc)
-import Glibc
+  import Glibc
 #elseif canImport(Musl)
-import Musl
+  import Musl
 #endif
 
 /// One function frame for an address: the real function, or one that the compiler inlined

@@ -91,7 +91,8 @@ struct ProfileBuilder {
 
   static func profileFrame(_ frame: SymbolizedFrame) -> ProfileFrame {
     ProfileFrame(
-      name: frame.swiftModule != nil ? SymbolName.simplified(frame.symbol) : frame.symbol, module: frame.swiftModule ?? frame.image, isApp: isAppCode(frame),
+      name: frame.swiftModule != nil ? SymbolName.simplified(frame.symbol) : frame.symbol,
+      module: frame.swiftModule ?? frame.image, isApp: isAppCode(frame),
       file: frame.file, line: frame.line)
   }
 

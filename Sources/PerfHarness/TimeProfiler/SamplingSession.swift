@@ -63,7 +63,9 @@ struct SamplingError: Error, CustomStringConvertible {
   var errnoValue: Int32?
 
   var description: String {
-    if let errnoValue { return "\(code.rawValue): \(message) (errno \(errnoValue): \(String(cString: strerror(errnoValue))))" }
+    if let errnoValue {
+      return "\(code.rawValue): \(message) (errno \(errnoValue): \(String(cString: strerror(errnoValue))))"
+    }
     return "\(code.rawValue): \(message)"
   }
 }
@@ -82,7 +84,8 @@ final class SamplingSession: Sendable {
   static func start(_ configuration: SamplerConfiguration) throws -> SamplingSession {
     try validate(configuration)
     var config = CPerfSampler_Config(
-      clock: configuration.clock == .wall ? Int32(CPerfSampler_ClockWall.rawValue) : Int32(CPerfSampler_ClockCPU.rawValue),
+      clock: configuration.clock == .wall
+        ? Int32(CPerfSampler_ClockWall.rawValue) : Int32(CPerfSampler_ClockCPU.rawValue),
       rateHz: Int32(configuration.rateHz),
       maxDepth: Int32(configuration.maxDepth),
       reserved: 0,
@@ -119,13 +122,19 @@ final class SamplingSession: Sendable {
       SamplingError(code: .invalidConfiguration, message: message, errnoValue: nil)
     }
     guard SamplerConfiguration.rateRange.contains(configuration.rateHz) else {
-      throw invalid("rateHz \(configuration.rateHz) is out of range; accepted: \(SamplerConfiguration.rateRange.lowerBound)...\(SamplerConfiguration.rateRange.upperBound) Hz")
+      throw invalid(
+        "rateHz \(configuration.rateHz) is out of range; accepted: \(SamplerConfiguration.rateRange.lowerBound)...\(SamplerConfiguration.rateRange.upperBound) Hz"
+      )
     }
     guard SamplerConfiguration.depthRange.contains(configuration.maxDepth) else {
-      throw invalid("maxDepth \(configuration.maxDepth) is out of range; accepted: \(SamplerConfiguration.depthRange.lowerBound)...\(SamplerConfiguration.depthRange.upperBound) frames")
+      throw invalid(
+        "maxDepth \(configuration.maxDepth) is out of range; accepted: \(SamplerConfiguration.depthRange.lowerBound)...\(SamplerConfiguration.depthRange.upperBound) frames"
+      )
     }
     guard configuration.bufferBytes >= SamplerConfiguration.minimumBufferBytes else {
-      throw invalid("bufferBytes \(configuration.bufferBytes) is too small; accepted: at least \(SamplerConfiguration.minimumBufferBytes) bytes")
+      throw invalid(
+        "bufferBytes \(configuration.bufferBytes) is too small; accepted: at least \(SamplerConfiguration.minimumBufferBytes) bytes"
+      )
     }
   }
 
@@ -191,7 +200,11 @@ final class SamplingSession: Sendable {
     return samples
   }
 
-  private static func cString(_ tuple: (CChar, CChar, CChar, CChar, CChar, CChar, CChar, CChar, CChar, CChar, CChar, CChar, CChar, CChar, CChar, CChar)) -> String {
+  private static func cString(
+    _ tuple: (
+      CChar, CChar, CChar, CChar, CChar, CChar, CChar, CChar, CChar, CChar, CChar, CChar, CChar, CChar, CChar, CChar
+    )
+  ) -> String {
     withUnsafeBytes(of: tuple) { raw in
       let bytes = raw.prefix { $0 != 0 }
       return String(decoding: bytes, as: UTF8.self)
@@ -204,7 +217,9 @@ extension SamplingError {
     let call = error.call.map { String(cString: $0) } ?? "unknown"
     switch status {
     case Int32(CPerfSampler_ErrorBusy.rawValue):
-      self.init(code: .alreadyRunning, message: "another sampling session is already running in this process; stop it first", errnoValue: nil)
+      self.init(
+        code: .alreadyRunning, message: "another sampling session is already running in this process; stop it first",
+        errnoValue: nil)
     case Int32(CPerfSampler_ErrorSystem.rawValue):
       self.init(code: .systemCallFailed, message: "\(call) failed", errnoValue: error.sysErrno)
     case Int32(CPerfSampler_ErrorState.rawValue):

@@ -32,7 +32,9 @@ final class TimeProfiler {
       profile = profile.map { $0.appending(part) } ?? part
     }
     let symbolization = ContinuousClock.now - symbolizeStart
-    let merged = profile ?? Profile(frames: [], threads: [], samples: [], sampleIntervalMilliseconds: 1000 / Double(configuration.rateHz))
+    let merged =
+      profile
+      ?? Profile(frames: [], threads: [], samples: [], sampleIntervalMilliseconds: 1000 / Double(configuration.rateHz))
     let handlerNanoseconds = results.flatMap { $0.samples.map(\.handlerNanoseconds) }.sorted()
     let totalWeight = merged.samples.reduce(0) { $0 + $1.weight }
 
@@ -86,7 +88,8 @@ extension Profile {
       return result.threads.count - 1
     }
     result.samples += other.samples.map {
-      ProfileSample(thread: threadMap[$0.thread], weight: $0.weight, stack: $0.stack.map { frameMap[$0] }, timestamp: $0.timestamp)
+      ProfileSample(
+        thread: threadMap[$0.thread], weight: $0.weight, stack: $0.stack.map { frameMap[$0] }, timestamp: $0.timestamp)
     }
     return result
   }

@@ -28,7 +28,8 @@ public enum FoldedStacks {
     for stack in stacks.stacks {
       var frames = stack.functions.map { labels[$0] }
       if options.separateByThread {
-        let thread = profile.threads.indices.contains(stack.thread)
+        let thread =
+          profile.threads.indices.contains(stack.thread)
           ? profile.threads[stack.thread].name : "Thread \(stack.thread)"
         frames.insert(escape(thread), at: 0)
       }

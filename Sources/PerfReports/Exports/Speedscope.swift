@@ -82,7 +82,8 @@ public enum Speedscope {
     public var exporter: String?
 
     enum CodingKeys: String, CodingKey {
-      case schema = "$schema", shared, profiles, name, activeProfileIndex, exporter
+      case schema = "$schema"
+      case shared, profiles, name, activeProfileIndex, exporter
     }
 
     public struct Shared: Codable, Sendable {

@@ -7,7 +7,8 @@ public enum CallTreeText {
   /// Renders `tree` to at most `maxDepth` levels (a row whose children are cut off ends in
   /// ` …`). Siblings under `minPercent` of the total, and beyond the heaviest `topN` (when set;
   /// roots included), fold into one `… N more` row carrying their summed weight.
-  public static func render(_ tree: CallTree, maxDepth: Int = 12, minPercent: Double = 0.5, topN: Int? = nil) -> String {
+  public static func render(_ tree: CallTree, maxDepth: Int = 12, minPercent: Double = 0.5, topN: Int? = nil) -> String
+  {
     var output = header(tree) + "\n"
     output += pad("Weight", weightWidth) + "  " + pad("Self", msWidth) + "  Symbol\n"
     // Explicit stack rather than recursion: deep trees must not overflow the thread's stack.
@@ -16,17 +17,20 @@ public enum CallTreeText {
       // Slices keep their base array's indices, so startIndex is the row's rank among siblings.
       guard let row = rows.first else { continue }
       let rank = rows.startIndex
-      let folded = percent(row.totalWeight, of: tree.totalWeight) < minPercent
+      let folded =
+        percent(row.totalWeight, of: tree.totalWeight) < minPercent
         || topN.map { rank >= $0 } ?? false
       if folded {
         // Siblings are heaviest first, so every later one folds too.
         let weight = rows.reduce(0) { $0 + $1.totalWeight }
-        output += weightColumns(weight, tree.totalWeight) + "  " + pad("", msWidth) + "  "
+        output +=
+          weightColumns(weight, tree.totalWeight) + "  " + pad("", msWidth) + "  "
           + indent(depth) + "… \(rows.count) more\n"
         continue
       }
       let cut = depth + 1 >= maxDepth && !row.children.isEmpty
-      output += weightColumns(row.totalWeight, tree.totalWeight) + "  " + pad(ms(row.selfWeight), msWidth) + "  "
+      output +=
+        weightColumns(row.totalWeight, tree.totalWeight) + "  " + pad(ms(row.selfWeight), msWidth) + "  "
         + indent(depth) + symbol(name: row.name, module: row.module) + (cut ? " …" : "") + "\n"
       work.append((rows.dropFirst(), depth))
       if !cut { work.append((row.children[...], depth + 1)) }
@@ -38,7 +42,8 @@ public enum CallTreeText {
   public static func renderTopFunctions(_ functions: [FunctionWeight], limit: Int) -> String {
     var output = pad("Self", weightWidth) + "  " + pad("Total", weightWidth) + "  Symbol\n"
     for function in functions.prefix(max(0, limit)) {
-      output += pad(ms(function.selfWeight), msWidth) + " " + pad(fixed(function.selfPercent) + "%", percentWidth)
+      output +=
+        pad(ms(function.selfWeight), msWidth) + " " + pad(fixed(function.selfPercent) + "%", percentWidth)
         + "  " + pad(ms(function.totalWeight), msWidth) + " " + pad(fixed(function.totalPercent) + "%", percentWidth)
         + "  " + symbol(name: function.symbol, module: function.module) + "\n"
     }

@@ -1,5 +1,4 @@
 import Foundation
-
 import PerfHarness
 
 /// The per-scenario summary printed after a run.
