@@ -24,6 +24,10 @@ struct SymbolNameTests {
     ),
     ("malloc", "malloc"),
     (
+      "closure #2 in closure #1 @Swift.MainActor @Sendable (PerfHarness.ScenarioContext) throws -> () in variable initialization expression of static Scenarios.All.retain : PerfHarness.Scenario",
+      "closure #2 in closure #1 in variable initialization expression of static Scenarios.All.retain"
+    ),
+    (
       "PhotoSearch.CollectionView.(layoutVisibleCells in _0DF3A1B2)() -> ()",
       "PhotoSearch.CollectionView.layoutVisibleCells()"
     ),

@@ -1,3 +1,5 @@
+import Foundation
+
 /// Shortens demangled Swift names the way Instruments shows them: argument labels instead
 /// of argument types, no return types, no closure signatures.
 ///
@@ -5,7 +7,15 @@
 /// becomes `closure #1 in PhotoSearch.Image.applyTonalFilter()`.
 enum SymbolName {
   static func simplified(_ demangled: String) -> String {
-    let characters = Array(demangled)
+    // Attributes of closure types (`@Swift.MainActor @Sendable`) say nothing about where
+    // the time went.
+    var text = demangled.replacingOccurrences(of: #"@[A-Za-z_][A-Za-z0-9_.]* "#, with: "", options: .regularExpression)
+    text = text.replacingOccurrences(of: #"\) (async )?(throws )?-> "#, with: ") -> ", options: .regularExpression)
+    // `variable initialization expression of static A.b : T`: the type of `b` is noise.
+    if text.contains("variable initialization expression of") {
+      text = text.replacingOccurrences(of: #" : [^ ]+$"#, with: "", options: .regularExpression)
+    }
+    let characters = Array(text)
     var output = ""
     var index = 0
     while index < characters.count {

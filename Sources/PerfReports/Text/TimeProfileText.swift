@@ -4,7 +4,10 @@ import PerfHarness
 /// The Time Profiler's part of the run summary: threads, top functions and the heaviest
 /// paths of the main thread's call tree, with Hide System Libraries.
 public enum TimeProfileText {
-  public static func render(_ profile: TimeProfileReport, topFunctions: Int = 8) -> String {
+  /// - Parameters:
+  ///   - topFunctions: rows of the Top Functions table.
+  ///   - callTreeDepth: depth of the main thread's call tree; 0 leaves the tree out.
+  public static func render(_ profile: TimeProfileReport, topFunctions: Int = 8, callTreeDepth: Int = 12) -> String {
     var lines: [String] = []
     let lost = profile.lostSamples > 0 ? ", \(profile.lostSamples) LOST" : ", none lost"
     lines.append(
@@ -23,6 +26,14 @@ public enum TimeProfileText {
       lines.append("  Top functions on the Main Thread (Hide System Libraries):")
       let table = CallTreeText.renderTopFunctions(main.topFunctions, limit: topFunctions)
       lines += table.split(separator: "\n", omittingEmptySubsequences: false).filter { !$0.isEmpty }.map { "    " + $0 }
+    }
+    if callTreeDepth > 0, let main = profile.profile.threads.firstIndex(where: \.isMain) {
+      let tree = CallTree(profile: profile.profile, options: .init(hideSystemLibraries: true), threads: [main])
+      if !tree.roots.isEmpty {
+        lines.append("  Call tree of the Main Thread (Hide System Libraries; rows under 5% folded):")
+        let text = CallTreeText.render(tree, maxDepth: callTreeDepth, minPercent: 5, topN: 3)
+        lines += text.split(separator: "\n").map { "    " + $0 }
+      }
     }
     return lines.joined(separator: "\n") + "\n"
   }
