@@ -262,5 +262,23 @@ extension ProcessWideRecording {
       let session = try SamplingSession.start(SamplerConfiguration())
       _ = session.stop()
     }
+
+    /// The fast unwinder (per-PC rules applied to the interrupted stack) must produce the
+    /// same stacks as unw_backtrace: verify mode computes both for every sample.
+    @Test func fastUnwinderMatchesLibunwindOnDeepRecursion() throws {
+      CPerfSampler_setUnwinder(2)  // verify
+      defer { CPerfSampler_setUnwinder(-1) }
+      let session = try SamplingSession.start(SamplerConfiguration())
+      let me = CPerfSampler_gettid()
+      _ = Self.recurse(150, 300_000_000)
+      let result = session.stop()
+      let mine = result.samples.filter { $0.threadID == me }
+      #expect(!mine.isEmpty)
+      #expect(CPerfSampler_fastSamples() > 0, "the fast path never ran")
+      #expect(
+        CPerfSampler_unwinderMismatches() == 0,
+        "\(CPerfSampler_unwinderMismatches()) of \(CPerfSampler_fastSamples()) fast stacks differ from libunwind")
+      #expect((mine.map(\.frames.count).max() ?? 0) >= 128)
+    }
   }
 }

@@ -109,6 +109,22 @@ int32_t CPerfSampler_threadAt(int32_t index, CPerfSampler_ThreadInfo *info);
 /// Frees the arena and the thread table; a new session may start afterwards.
 void CPerfSampler_release(void);
 
+/// Which unwinder the handler uses, read at the next CPerfSampler_start:
+///   0 auto (default): the fast path (per-PC unwind rules learned from libunwind, cached
+///     process-wide, applied to the interrupted stack within its mapped bounds), falling
+///     back to unw_backtrace for a sample it cannot walk (e.g. the first samples of a
+///     thread, before its stack bounds are known);
+///   1 libunwind: unw_backtrace for every sample;
+///   2 verify: both; the recorded stack is libunwind's, and every sample where the two
+///     differ is counted (CPerfSampler_unwinderMismatches). For tests and diagnosis.
+/// Without a call, the PERFHARNESS_UNWINDER environment variable (auto, libunwind,
+/// verify) decides; pass -1 to go back to that.
+void CPerfSampler_setUnwinder(int32_t unwinder);
+/// Samples of the last session (or the running one) unwound by the fast path, and in
+/// verify mode, how many of those differed from libunwind.
+uint64_t CPerfSampler_fastSamples(void);
+uint64_t CPerfSampler_unwinderMismatches(void);
+
 /// The kernel thread id of the calling thread (tests filter samples by it).
 int32_t CPerfSampler_gettid(void);
 
