@@ -22,6 +22,9 @@ let package = Package(
       // whole process (DESIGN.md, "Linking").
       linkerSettings: [.linkedLibrary("gcc_s"), .linkedLibrary("unwind")]
     ),
+    // The malloc-family interposer and the Swift allocation hook: linked into the
+    // executable, they see every library's allocations without LD_PRELOAD.
+    .target(name: "CPerfAlloc", cSettings: [.define("_GNU_SOURCE")]),
     .target(
       name: "CPerfSymbols",
       cSettings: [.define("_GNU_SOURCE")],
@@ -29,7 +32,7 @@ let package = Package(
     ),
 
     // The recorder, symbolizer, analyses and the public scenario API.
-    .target(name: "PerfHarness", dependencies: ["CPerfSampler", "CPerfSymbols"]),
+    .target(name: "PerfHarness", dependencies: ["CPerfSampler", "CPerfSymbols", "CPerfAlloc"]),
     // Text, JSON, HTML and export renderers.
     .target(name: "PerfReports", dependencies: ["PerfHarness"]),
     // The command line, as a library so a user's own executable gets the same CLI.

@@ -1,0 +1,1152 @@
+// The Allocations instrument's malloc interposer: definitions of the malloc family in
+// the executable catch every library's calls (DESIGN.md, "Measured facts"). Only the
+// parts that must be C live here: the hooks, their mmap-backed tables, the snapshot.
+#include "CPerfAlloc.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <link.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+_Static_assert(sizeof(void *) == 8, "64-bit only: slots pack addresses and sizes");
+_Static_assert(sizeof(CPerfAlloc_Config) == 16, "config layout");
+_Static_assert(sizeof(CPerfAlloc_Error) == 16, "error layout");
+_Static_assert(sizeof(CPerfAlloc_Block) == 48, "block layout");
+_Static_assert(sizeof(CPerfAlloc_Freed) == 24, "freed layout");
+_Static_assert(sizeof(CPerfAlloc_Mark) == 32, "mark layout");
+_Static_assert(sizeof(CPerfAlloc_TimelinePoint) == 16, "timeline layout");
+
+extern void *__libc_malloc(size_t);
+extern void __libc_free(void *);
+extern void *__libc_calloc(size_t, size_t);
+extern void *__libc_realloc(void *, size_t);
+extern void *__libc_memalign(size_t, size_t);
+
+#define LIKELY(x) __builtin_expect(!!(x), 1)
+#define UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define TLS __thread __attribute__((tls_model("initial-exec")))
+
+// MARK: - State
+
+enum { STATE_IDLE = 0, STATE_RUNNING = 1, STATE_STOPPED = 2, STATE_BUSY = 3 };
+static _Atomic int32_t g_state = STATE_IDLE;
+
+// The only thing the hooks read when not recording.
+static _Atomic int32_t g_recording;
+
+static int32_t g_mode;
+static int32_t g_maxDepth;
+static uint64_t g_startNs;
+static uint64_t g_stopNs;
+static _Atomic uint32_t g_generation;
+static _Atomic int64_t g_peakLiveBytes;
+
+// Per-thread: the reentrancy guard (a hook's own callees, e.g. __libc_malloc's or
+// /proc reads, must not be recorded), the cached tid and the stack bounds for the walk.
+static TLS int t_inHook;
+static TLS int32_t t_tid;
+static TLS uintptr_t t_stackLo;
+static TLS uintptr_t t_stackHi;  // 0: not yet looked up; 1: unknown (no walk)
+
+static uint64_t monotonicNs(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+// Block timestamps come from the TSC (a few ns, against ~20 for clock_gettime), scaled
+// to microseconds since start with a factor calibrated against CLOCK_MONOTONIC at start.
+#include <x86intrin.h>
+static uint64_t g_startTsc;
+static uint64_t g_microsPerTsc32;  // microseconds per TSC tick, 32.32 fixed point
+
+static inline uint64_t microsSinceStart(void) {
+  uint64_t delta = __rdtsc() - g_startTsc;
+  return (uint64_t)(((unsigned __int128)delta * g_microsPerTsc32) >> 32);
+}
+
+static void calibrateClock(void) {
+  uint64_t t0 = monotonicNs(), c0 = __rdtsc();
+  uint64_t t1, c1;
+  do {
+    t1 = monotonicNs();
+    c1 = __rdtsc();
+  } while (t1 - t0 < 2000000);
+  g_microsPerTsc32 = (uint64_t)((((unsigned __int128)(t1 - t0)) << 32) / 1000 / (c1 - c0));
+  g_startNs = t1;
+  g_startTsc = c1;
+}
+
+int32_t CPerfAlloc_gettid(void) { return (int32_t)syscall(SYS_gettid); }
+
+static int32_t currentTid(void) {
+  if (UNLIKELY(t_tid == 0)) t_tid = (int32_t)syscall(SYS_gettid);
+  return t_tid;
+}
+
+static void *mapBytes(size_t bytes) {
+  void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  return p == MAP_FAILED ? NULL : p;
+}
+
+static size_t pageRound(size_t bytes) {
+  size_t page = 4096;
+  return (bytes + page - 1) & ~(page - 1);
+}
+
+// A spinlock rather than a pthread mutex: uncontended it is one atomic exchange, and
+// the atfork handlers can take and drop all of them without any glibc state.
+typedef _Atomic uint32_t SpinLock;
+
+static void spinLock(SpinLock *lock) {
+  unsigned spins = 0;
+  while (atomic_exchange_explicit(lock, 1, memory_order_acquire)) {
+    while (atomic_load_explicit(lock, memory_order_relaxed)) {
+      if (++spins > 64) sched_yield();
+      else __builtin_ia32_pause();
+    }
+  }
+}
+
+static void spinUnlock(SpinLock *lock) { atomic_store_explicit(lock, 0, memory_order_release); }
+
+// MARK: - Size classes and time
+
+uint32_t CPerfAlloc_sizeClass(uint64_t size) {
+  if (size <= 16) return 0;
+  return (uint32_t)(64 - __builtin_clzll(size - 1)) - 4;
+}
+
+static uint64_t sizeKey(uint64_t size) { return ((uint64_t)CPerfAlloc_sizeClass(size) << 1) | 1; }
+
+// MARK: - Live-block tables
+//
+// Open addressing with linear probing, split into stripes by address hash so threads
+// rarely share a lock. A slot is 24 bytes:
+//   w0: address >> 4 (43 bits; 0 empty, 1 tombstone) | generation << 43 (16 bits)
+//   w1: size (40 bits) | tid << 40 (22 bits: pid_max <= 2^22) | object flag << 62
+//   w2: stackId (32 bits) | microseconds since start << 32 (wraps after 71 minutes)
+// Tables grow by 1.5x at 3/4 load, so a live block costs 32-48 bytes of table.
+
+#define STRIPES 64
+#define INITIAL_SLOTS 256
+#define FREED_SLOTS 4096
+#define KEY_EMPTY 0ull
+#define KEY_TOMBSTONE 1ull
+#define ADDR_BITS 43
+#define ADDR_MASK ((1ull << ADDR_BITS) - 1)
+#define SIZE_MASK ((1ull << 40) - 1)
+#define TID_MASK ((1ull << 22) - 1)
+#define OBJECT_BIT (1ull << 62)
+
+typedef struct Slot {
+  uint64_t w0, w1, w2;
+} Slot;
+_Static_assert(sizeof(Slot) == 24, "live-block slot must stay 24 bytes (per-block overhead)");
+
+typedef struct FreedSlot {
+  uint64_t key, count, bytes;
+} FreedSlot;
+_Static_assert(sizeof(FreedSlot) == 24, "freed slot layout");
+
+typedef struct __attribute__((aligned(128))) Stripe {
+  SpinLock lock;
+  Slot *slots;
+  uint64_t capacity;  // slots
+  uint64_t mappedBytes;
+  uint64_t used;      // live + tombstones
+  uint64_t live;
+  uint64_t liveBytes;
+  uint64_t allocations;
+  uint64_t allocatedBytes;
+  uint64_t frees;
+  uint64_t lostBlocks;
+  uint64_t lostFreedKeys;
+  FreedSlot *freed;
+  uint64_t freedUsed;
+} Stripe;
+_Static_assert(sizeof(Stripe) == 128, "a stripe fills two cache lines, no false sharing");
+
+static Stripe g_stripes[STRIPES];
+
+static inline uint64_t hashAddress(uint64_t key) {
+  uint64_t h = key * 0x9E3779B97F4A7C15ull;
+  return h ^ (h >> 29);
+}
+
+static inline Stripe *stripeFor(uint64_t h) { return &g_stripes[h >> 58]; }
+
+// Multiply-shift range reduction: any capacity works, so tables can grow by 1.5x.
+static inline uint64_t slotIndex(uint64_t h, uint64_t capacity) {
+  return (uint64_t)(((unsigned __int128)(h << 6) * capacity) >> 64);
+}
+
+static bool stripeMap(Stripe *s, uint64_t capacity) {
+  size_t bytes = pageRound((size_t)capacity * sizeof(Slot));
+  Slot *slots = mapBytes(bytes);
+  if (!slots) return false;
+  uint64_t newCapacity = bytes / sizeof(Slot);
+  Slot *old = s->slots;
+  uint64_t oldCapacity = s->capacity;
+  size_t oldBytes = s->mappedBytes;
+  for (uint64_t i = 0; i < oldCapacity; i++) {
+    uint64_t key = old[i].w0 & ADDR_MASK;
+    if (key <= KEY_TOMBSTONE) continue;
+    uint64_t j = slotIndex(hashAddress(key), newCapacity);
+    while (slots[j].w0 != 0) j = (j + 1 == newCapacity) ? 0 : j + 1;
+    slots[j] = old[i];
+  }
+  s->slots = slots;
+  s->capacity = newCapacity;
+  s->mappedBytes = bytes;
+  s->used = s->live;
+  if (old) munmap(old, oldBytes);
+  return true;
+}
+
+// Called with the stripe locked. Keeps (live + tombstones) <= 3/4 of the capacity.
+static bool stripeReserve(Stripe *s) {
+  if (LIKELY(s->slots && (s->used + 1) * 4 <= s->capacity * 3)) return true;
+  uint64_t capacity = s->capacity ? s->capacity : INITIAL_SLOTS;
+  if ((s->live + 1) * 2 > capacity) capacity += capacity / 2;
+  return stripeMap(s, capacity);
+}
+
+static void freedAdd(Stripe *s, uint64_t key, uint64_t size) {
+  if (UNLIKELY(!s->freed)) {
+    s->freed = mapBytes(pageRound(FREED_SLOTS * sizeof(FreedSlot)));
+    if (!s->freed) { s->lostFreedKeys++; return; }
+  }
+  // Keys are metadata pointers or small odd numbers: mix before indexing.
+  uint64_t i = (key * 0x9E3779B97F4A7C15ull) >> 52;  // 12 bits: FREED_SLOTS == 4096
+  for (uint64_t probes = 0; probes < FREED_SLOTS; probes++) {
+    FreedSlot *f = &s->freed[i];
+    if (f->key == key || f->count == 0) {
+      if (f->count == 0) { f->key = key; s->freedUsed++; }
+      f->count++;
+      f->bytes += size;
+      return;
+    }
+    i = (i + 1) & (FREED_SLOTS - 1);
+  }
+  s->lostFreedKeys++;
+}
+
+// MARK: - Stack table
+//
+// Lock-free open addressing (inserts also happen under a stripe lock, which is what
+// makes stop and fork see a quiescent table). Frames live in an append-only arena.
+
+#define STACK_SLOTS (1u << 20)
+#define STACK_ARENA_FRAMES (64ull << 20)
+#define STACK_BUSY 1ull
+
+typedef struct StackSlot {
+  _Atomic uint64_t hash;  // 0 empty, 1 being written, else the stack's hash (>= 2)
+  uint32_t offset;        // in frames
+  uint32_t depth;
+} StackSlot;
+_Static_assert(sizeof(StackSlot) == 16, "stack slot layout");
+
+static StackSlot *g_stackSlots;
+static uint64_t *g_stackArena;
+static _Atomic uint64_t g_stackArenaUsed;
+static _Atomic uint64_t g_stackCount;
+static _Atomic uint64_t g_lostStacks;
+
+static uint32_t stackIntern(const uint64_t *frames, uint32_t depth) {
+  // Rotate-xor keeps the per-frame dependency chain to two cycles; one multiply mixes.
+  uint64_t h = depth;
+  for (uint32_t i = 0; i < depth; i++) h = ((h << 7) | (h >> 57)) ^ frames[i];
+  h *= 0x9E3779B97F4A7C15ull;
+  h ^= h >> 29;
+  if (h < 2) h += 2;
+  uint32_t index = (uint32_t)(h >> 40) & (STACK_SLOTS - 1);
+  for (uint32_t probes = 0; probes < 4096; probes++) {
+    StackSlot *slot = &g_stackSlots[index];
+    uint64_t seen = atomic_load_explicit(&slot->hash, memory_order_acquire);
+    if (seen == 0) {
+      uint64_t expected = 0;
+      if (atomic_compare_exchange_strong_explicit(&slot->hash, &expected, STACK_BUSY, memory_order_acq_rel, memory_order_acquire)) {
+        uint64_t offset = atomic_fetch_add_explicit(&g_stackArenaUsed, depth, memory_order_relaxed);
+        if (offset + depth > STACK_ARENA_FRAMES) {
+          // Full: leave a slot that matches nothing (depth 0 never equals a real depth).
+          slot->offset = 0;
+          slot->depth = 0;
+          atomic_store_explicit(&slot->hash, h, memory_order_release);
+          atomic_fetch_add_explicit(&g_lostStacks, 1, memory_order_relaxed);
+          return 0;
+        }
+        memcpy(&g_stackArena[offset], frames, depth * sizeof(uint64_t));
+        slot->offset = (uint32_t)offset;
+        slot->depth = depth;
+        atomic_store_explicit(&slot->hash, h, memory_order_release);
+        atomic_fetch_add_explicit(&g_stackCount, 1, memory_order_relaxed);
+        return index + 1;
+      }
+      seen = expected;
+    }
+    while (seen == STACK_BUSY) {
+      __builtin_ia32_pause();
+      seen = atomic_load_explicit(&slot->hash, memory_order_acquire);
+    }
+    if (seen == h && slot->depth == depth &&
+        memcmp(&g_stackArena[slot->offset], frames, depth * sizeof(uint64_t)) == 0) {
+      return index + 1;
+    }
+    index = (index + 1) & (STACK_SLOTS - 1);
+  }
+  atomic_fetch_add_explicit(&g_lostStacks, 1, memory_order_relaxed);
+  return 0;
+}
+
+// MARK: - Stack walking
+
+static uint64_t parseHex(const char **cursor) {
+  uint64_t value = 0;
+  const char *p = *cursor;
+  for (;; p++) {
+    char c = *p;
+    if (c >= '0' && c <= '9') value = value * 16 + (uint64_t)(c - '0');
+    else if (c >= 'a' && c <= 'f') value = value * 16 + (uint64_t)(c - 'a' + 10);
+    else break;
+  }
+  *cursor = p;
+  return value;
+}
+
+// The mapping that holds `sp`, read from /proc/self/maps with raw syscalls: no malloc,
+// no stdio lock, no pthread lock (pthread_getattr_np takes the thread's lock and
+// reallocs, so it could deadlock if the hooked malloc came from inside it).
+static void lookUpStackBounds(uintptr_t sp) {
+  t_stackHi = 1;
+  int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  char buffer[4096];
+  size_t have = 0;
+  for (;;) {
+    ssize_t got = read(fd, buffer + have, sizeof(buffer) - 1 - have);
+    if (got <= 0) break;
+    have += (size_t)got;
+    buffer[have] = 0;
+    char *line = buffer;
+    char *newline;
+    while ((newline = memchr(line, '\n', have - (size_t)(line - buffer)))) {
+      const char *p = line;
+      uint64_t start = parseHex(&p);
+      if (*p == '-') {
+        p++;
+        uint64_t end = parseHex(&p);
+        if (sp >= start && sp < end) {
+          // The main thread's [stack] grows down: allow up to 1 GiB below its top.
+          bool mainStack = memmem(line, (size_t)(newline - line), "[stack]", 7) != NULL;
+          t_stackLo = mainStack ? (end > (1ull << 30) ? end - (1ull << 30) : 0) : start;
+          t_stackHi = end;
+          close(fd);
+          return;
+        }
+      }
+      line = newline + 1;
+    }
+    size_t rest = have - (size_t)(line - buffer);
+    memmove(buffer, line, rest);
+    have = rest;
+    if (have >= sizeof(buffer) - 1) have = 0;  // an absurdly long line: drop it
+  }
+  close(fd);
+}
+
+// `frame` is the hook's frame: frame[0] the caller's frame pointer, frame[1] the return
+// address into malloc's caller (the public hooks tail-call the recording functions).
+static uint32_t captureStack(uintptr_t *frame, uint64_t *out, int maxDepth) {
+  uintptr_t sp = (uintptr_t)frame;
+  if (UNLIKELY(t_stackHi == 0)) lookUpStackBounds(sp);
+  uintptr_t hi = t_stackHi;
+  if (hi <= 1 || sp < t_stackLo || sp >= hi) return 0;
+  uint32_t depth = 0;
+  uintptr_t fp = sp;
+  while ((int)depth < maxDepth) {
+    if (fp < sp || fp + 16 > hi || (fp & 7)) break;
+    uintptr_t next = ((uintptr_t *)fp)[0];
+    uintptr_t ret = ((uintptr_t *)fp)[1];
+    if (ret < 4096) break;
+    out[depth++] = ret;
+    if (next <= fp) break;
+    fp = next;
+  }
+  return depth;
+}
+
+// MARK: - Swift object recognition
+
+#define MAX_OBJECT_SITES 16
+static uintptr_t g_slowAllocStart, g_slowAllocEnd;
+static uintptr_t g_objectSites[MAX_OBJECT_SITES];
+static uint32_t g_objectSiteCount;
+static bool g_sitesLookedUp;
+
+static size_t symbolSize(void *address, size_t fallback) {
+  Dl_info info;
+  const ElfW(Sym) *symbol = NULL;
+  if (dladdr1(address, &info, (void **)&symbol, RTLD_DL_SYMENT) && symbol && info.dli_saddr == address &&
+      symbol->st_size > 0) {
+    return symbol->st_size;
+  }
+  return fallback;
+}
+
+// Records the return addresses of `call swift_slowAlloc` inside `function`: a
+// malloc from swift_slowAlloc whose caller returns to one of these is an object.
+static void scanForObjectSites(const uint8_t *function, size_t length) {
+  if (!function) return;
+  for (size_t i = 0; i + 5 <= length; i++) {
+    if (function[i] != 0xE8) continue;
+    int32_t rel;
+    memcpy(&rel, function + i + 1, 4);
+    uintptr_t target = (uintptr_t)(function + i + 5) + (intptr_t)rel;
+    if (target != g_slowAllocStart) continue;
+    uintptr_t site = (uintptr_t)(function + i + 5);
+    bool known = false;
+    for (uint32_t k = 0; k < g_objectSiteCount; k++) known |= g_objectSites[k] == site;
+    if (!known && g_objectSiteCount < MAX_OBJECT_SITES) g_objectSites[g_objectSiteCount++] = site;
+  }
+}
+
+static void lookUpObjectSites(void) {
+  if (g_sitesLookedUp) return;
+  g_sitesLookedUp = true;
+  void *slowAlloc = dlsym(RTLD_DEFAULT, "swift_slowAlloc");
+  if (!slowAlloc) return;
+  g_slowAllocStart = (uintptr_t)slowAlloc;
+  g_slowAllocEnd = g_slowAllocStart + symbolSize(slowAlloc, 128);
+  static const char *const names[] = {"swift_allocObject", "swift_bufferAllocate", "swift_allocBox"};
+  for (size_t n = 0; n < sizeof(names) / sizeof(names[0]); n++) {
+    void *function = dlsym(RTLD_DEFAULT, names[n]);
+    if (function) scanForObjectSites(function, symbolSize(function, 256));
+  }
+  // The hook pointer's initial value is the runtime's own (local) implementation.
+  void **hookPointer = dlsym(RTLD_DEFAULT, "_swift_allocObject");
+  if (hookPointer && *hookPointer) scanForObjectSites(*hookPointer, 256);
+}
+
+static inline bool isObjectAllocation(uintptr_t *frame) {
+  uintptr_t ret = frame[1];
+  if (LIKELY(ret - g_slowAllocStart >= g_slowAllocEnd - g_slowAllocStart)) return false;
+  // swift_slowAlloc keeps a frame pointer: its saved return address is the site.
+  uintptr_t *callerFrame = (uintptr_t *)frame[0];
+  if ((uintptr_t)callerFrame <= (uintptr_t)frame || ((uintptr_t)callerFrame & 7)) return false;
+  uintptr_t site = callerFrame[1];
+  for (uint32_t k = 0; k < g_objectSiteCount; k++) {
+    if (g_objectSites[k] == site) return true;
+  }
+  return false;
+}
+
+// MARK: - Timeline and marks
+
+static CPerfAlloc_TimelinePoint *g_timeline;
+static uint64_t g_timelineCapacity;
+static uint64_t g_timelineIntervalNs;
+static _Atomic uint64_t g_timelineCount;
+static _Atomic uint64_t g_timelineLast;  // microseconds since start
+static _Atomic uint64_t g_lostTimeline;
+
+static void timelineAppend(uint64_t now, int64_t liveBytes) {
+  uint64_t index = atomic_fetch_add_explicit(&g_timelineCount, 1, memory_order_relaxed);
+  if (index >= g_timelineCapacity) {
+    atomic_fetch_sub_explicit(&g_timelineCount, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&g_lostTimeline, 1, memory_order_relaxed);
+    return;
+  }
+  g_timeline[index].timestampNs = now;
+  g_timeline[index].liveBytes = liveBytes > 0 ? (uint64_t)liveBytes : 0;
+}
+
+static int64_t sumLiveBytes(void);
+
+static void timelineMaybeSample(uint64_t micros) {
+  uint64_t last = atomic_load_explicit(&g_timelineLast, memory_order_relaxed);
+  if (micros - last < g_timelineIntervalNs / 1000) return;
+  if (!atomic_compare_exchange_strong_explicit(&g_timelineLast, &last, micros, memory_order_relaxed, memory_order_relaxed)) return;
+  timelineAppend(g_startNs + micros * 1000, sumLiveBytes());
+}
+
+static CPerfAlloc_Mark g_marks[CPerfAlloc_MaxMarks];
+static _Atomic uint64_t g_markCount;
+static SpinLock g_markLock;
+
+// MARK: - Recording paths (only reached while g_recording is set)
+
+// The live heap is the sum of the stripes' counters (each kept under its lock): no
+// shared counter on the hot path. It is summed, and the peak updated, whenever the
+// timeline samples (at most once per interval), at marks and at stop, so the peak has
+// the timeline's resolution.
+static int64_t sumLiveBytes(void) {
+  int64_t total = 0;
+  for (int i = 0; i < STRIPES; i++) total += (int64_t)__atomic_load_n(&g_stripes[i].liveBytes, __ATOMIC_RELAXED);
+  int64_t peak = atomic_load_explicit(&g_peakLiveBytes, memory_order_relaxed);
+  while (total > peak && !atomic_compare_exchange_weak_explicit(&g_peakLiveBytes, &peak, total, memory_order_relaxed, memory_order_relaxed)) {
+  }
+  return total;
+}
+
+
+static void recordAlloc(void *pointer, size_t size, uintptr_t *frame) {
+  uint64_t address = (uint64_t)(uintptr_t)pointer;
+  bool object = isObjectAllocation(frame);
+  uint64_t frames[CPerfAlloc_MaxDepth];
+  uint32_t depth = 0;
+  if (g_mode == CPerfAlloc_ModeFullStacks) depth = captureStack(frame, frames, g_maxDepth);
+  uint64_t micros = microsSinceStart();
+  uint64_t key = address >> 4;
+  uint64_t h = hashAddress(key);
+  Stripe *s = stripeFor(h);
+  spinLock(&s->lock);
+  if (UNLIKELY(!atomic_load_explicit(&g_recording, memory_order_relaxed))) {
+    spinUnlock(&s->lock);
+    return;
+  }
+  if (UNLIKELY((address & 15) || key > ADDR_MASK || !stripeReserve(s))) {
+    s->lostBlocks++;
+    spinUnlock(&s->lock);
+    return;
+  }
+  uint32_t stackId = depth ? stackIntern(frames, depth) : 0;
+  uint64_t generation = atomic_load_explicit(&g_generation, memory_order_relaxed);
+  if (generation > 0xFFFF) generation = 0xFFFF;
+  uint64_t size40 = size > SIZE_MASK ? SIZE_MASK : size;
+  Slot slot = {
+    .w0 = key | (generation << ADDR_BITS),
+    .w1 = size40 | (((uint64_t)currentTid() & TID_MASK) << 40) | (object ? OBJECT_BIT : 0),
+    .w2 = (uint64_t)stackId | (micros << 32),
+  };
+  uint64_t capacity = s->capacity;
+  uint64_t i = slotIndex(h, capacity);
+  uint64_t firstFree = UINT64_MAX;
+  for (;;) {
+    uint64_t k = s->slots[i].w0 & ADDR_MASK;
+    if (k == KEY_EMPTY) break;
+    if (k == KEY_TOMBSTONE) {
+      if (firstFree == UINT64_MAX) firstFree = i;
+    } else if (k == key) {
+      // A block we never saw freed (freed by a path that bypasses free): replace it.
+      s->live--;
+      __atomic_store_n(&s->liveBytes, s->liveBytes - (s->slots[i].w1 & SIZE_MASK), __ATOMIC_RELAXED);
+      s->slots[i].w0 = KEY_TOMBSTONE;
+      if (firstFree == UINT64_MAX) firstFree = i;
+      break;
+    }
+    i = (i + 1 == capacity) ? 0 : i + 1;
+  }
+  if (firstFree == UINT64_MAX) {
+    firstFree = i;
+    s->used++;
+  }
+  s->slots[firstFree] = slot;
+  s->live++;
+  __atomic_store_n(&s->liveBytes, s->liveBytes + size, __ATOMIC_RELAXED);
+  s->allocations++;
+  s->allocatedBytes += size;
+  timelineMaybeSample(micros);
+  spinUnlock(&s->lock);
+}
+
+// Call while the block is still allocated: a Swift object's first word is its metadata.
+static uint64_t categoryKey(void *pointer, const Slot *slot);
+static void freedAdd(Stripe *s, uint64_t key, uint64_t size);
+
+// Removes `pointer` from its table. Returns whether it was tracked; fills *out. With
+// `aggregate`, also counts the free under its category in the same critical section.
+static bool takeBlock(void *pointer, Slot *out, bool aggregate) {
+  uint64_t key = (uint64_t)(uintptr_t)pointer >> 4;
+  uint64_t h = hashAddress(key);
+  Stripe *s = stripeFor(h);
+  spinLock(&s->lock);
+  if (UNLIKELY(!atomic_load_explicit(&g_recording, memory_order_relaxed) || !s->slots)) {
+    spinUnlock(&s->lock);
+    return false;
+  }
+  uint64_t capacity = s->capacity;
+  uint64_t i = slotIndex(h, capacity);
+  for (;;) {
+    uint64_t k = s->slots[i].w0 & ADDR_MASK;
+    if (k == KEY_EMPTY) {
+      // Allocated before recording started (or untracked): ignore.
+      spinUnlock(&s->lock);
+      return false;
+    }
+    if (k == key) break;
+    i = (i + 1 == capacity) ? 0 : i + 1;
+  }
+  *out = s->slots[i];
+  uint64_t next = (i + 1 == capacity) ? 0 : i + 1;
+  // Linear probing: a slot followed by an empty one can become empty again.
+  if ((s->slots[next].w0 & ADDR_MASK) == KEY_EMPTY) {
+    s->slots[i].w0 = KEY_EMPTY;
+    s->used--;
+  } else {
+    s->slots[i].w0 = KEY_TOMBSTONE;
+  }
+  uint64_t size = out->w1 & SIZE_MASK;
+  s->live--;
+  __atomic_store_n(&s->liveBytes, s->liveBytes - size, __ATOMIC_RELAXED);
+  if (aggregate) {
+    s->frees++;
+    freedAdd(s, categoryKey(pointer, out), size);
+  }
+  spinUnlock(&s->lock);
+  return true;
+}
+
+static uint64_t categoryKey(void *pointer, const Slot *slot) {
+  uint64_t size = slot->w1 & SIZE_MASK;
+  if (!(slot->w1 & OBJECT_BIT)) return sizeKey(size);
+  uint64_t metadata = *(uint64_t *)pointer;
+  return (metadata == 0 || (metadata & 7)) ? sizeKey(size) : metadata;
+}
+
+static void aggregateFree(void *pointer, const Slot *slot, uint64_t key) {
+  uint64_t size = slot->w1 & SIZE_MASK;
+  uint64_t h = hashAddress((uint64_t)(uintptr_t)pointer >> 4);
+  Stripe *s = stripeFor(h);
+  spinLock(&s->lock);
+  if (LIKELY(atomic_load_explicit(&g_recording, memory_order_relaxed))) {
+    s->frees++;
+    freedAdd(s, key, size);
+  }
+  spinUnlock(&s->lock);
+}
+
+// realloc failed: the old block is still valid, put it back unchanged.
+static void putBack(void *pointer, const Slot *slot) {
+  uint64_t key = (uint64_t)(uintptr_t)pointer >> 4;
+  uint64_t h = hashAddress(key);
+  Stripe *s = stripeFor(h);
+  spinLock(&s->lock);
+  if (atomic_load_explicit(&g_recording, memory_order_relaxed) && stripeReserve(s)) {
+    uint64_t i = slotIndex(h, s->capacity);
+    while ((s->slots[i].w0 & ADDR_MASK) > KEY_TOMBSTONE) i = (i + 1 == s->capacity) ? 0 : i + 1;
+    if ((s->slots[i].w0 & ADDR_MASK) == KEY_EMPTY) s->used++;
+    s->slots[i] = *slot;
+    uint64_t size = slot->w1 & SIZE_MASK;
+    s->live++;
+    __atomic_store_n(&s->liveBytes, s->liveBytes + size, __ATOMIC_RELAXED);
+  }
+  spinUnlock(&s->lock);
+}
+
+static void recordFree(void *pointer) {
+  Slot slot;
+  takeBlock(pointer, &slot, true);
+}
+
+// MARK: - The hooks
+//
+// Each public function checks one relaxed flag and forwards; while recording it
+// tail-calls (musttail) a recording variant with the same signature, so that variant's
+// frame sits directly on the caller's and its return address is the allocation site.
+
+#define RECORDING() UNLIKELY(atomic_load_explicit(&g_recording, memory_order_relaxed))
+#define HOOK_FRAME() ((uintptr_t *)__builtin_frame_address(0))
+
+__attribute__((noinline)) static void *mallocRecording(size_t size) {
+  if (t_inHook) return __libc_malloc(size);
+  t_inHook = 1;
+  void *p = __libc_malloc(size);
+  if (p) recordAlloc(p, size, HOOK_FRAME());
+  t_inHook = 0;
+  return p;
+}
+
+void *malloc(size_t size) {
+  if (RECORDING()) __attribute__((musttail)) return mallocRecording(size);
+  return __libc_malloc(size);
+}
+
+__attribute__((noinline)) static void freeRecording(void *pointer) {
+  if (t_inHook) { __libc_free(pointer); return; }
+  t_inHook = 1;
+  recordFree(pointer);
+  __libc_free(pointer);
+  t_inHook = 0;
+}
+
+void free(void *pointer) {
+  if (RECORDING() && pointer) {
+    __attribute__((musttail)) return freeRecording(pointer);
+  }
+  __libc_free(pointer);
+}
+
+__attribute__((noinline)) static void *callocRecording(size_t count, size_t size) {
+  if (t_inHook) return __libc_calloc(count, size);
+  t_inHook = 1;
+  void *p = __libc_calloc(count, size);
+  if (p) recordAlloc(p, count * size, HOOK_FRAME());  // no overflow: calloc succeeded
+  t_inHook = 0;
+  return p;
+}
+
+void *calloc(size_t count, size_t size) {
+  if (RECORDING()) __attribute__((musttail)) return callocRecording(count, size);
+  return __libc_calloc(count, size);
+}
+
+__attribute__((noinline)) static void *reallocRecording(void *pointer, size_t size) {
+  if (t_inHook) return __libc_realloc(pointer, size);
+  t_inHook = 1;
+  // Take the old block out before glibc can hand its address to another thread.
+  Slot old;
+  bool tracked = pointer && takeBlock(pointer, &old, false);
+  uint64_t oldKey = tracked ? categoryKey(pointer, &old) : 0;
+  void *p = __libc_realloc(pointer, size);
+  if (!p && size != 0 && pointer) {
+    if (tracked) putBack(pointer, &old);  // failed: the old block is untouched
+  } else {
+    if (tracked) aggregateFree(pointer, &old, oldKey);
+    if (p) recordAlloc(p, size, HOOK_FRAME());
+  }
+  t_inHook = 0;
+  return p;
+}
+
+void *realloc(void *pointer, size_t size) {
+  if (RECORDING()) __attribute__((musttail)) return reallocRecording(pointer, size);
+  return __libc_realloc(pointer, size);
+}
+
+void *reallocarray(void *pointer, size_t count, size_t size) {
+  size_t bytes;
+  if (__builtin_mul_overflow(count, size, &bytes)) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  return realloc(pointer, bytes);
+}
+
+__attribute__((noinline)) static void *memalignRecording(size_t alignment, size_t size) {
+  if (t_inHook) return __libc_memalign(alignment, size);
+  t_inHook = 1;
+  void *p = __libc_memalign(alignment, size);
+  if (p) recordAlloc(p, size, HOOK_FRAME());
+  t_inHook = 0;
+  return p;
+}
+
+void *memalign(size_t alignment, size_t size) {
+  if (RECORDING()) __attribute__((musttail)) return memalignRecording(alignment, size);
+  return __libc_memalign(alignment, size);
+}
+
+static bool isPowerOfTwo(size_t x) { return x && !(x & (x - 1)); }
+
+__attribute__((noinline)) static int posixMemalignRecording(void **out, size_t alignment, size_t size) {
+  if (!isPowerOfTwo(alignment) || alignment % sizeof(void *)) return EINVAL;
+  int savedErrno = errno;
+  void *p;
+  if (t_inHook) {
+    p = __libc_memalign(alignment, size);
+  } else {
+    t_inHook = 1;
+    p = __libc_memalign(alignment, size);
+    if (p) recordAlloc(p, size, HOOK_FRAME());
+    t_inHook = 0;
+  }
+  errno = savedErrno;  // posix_memalign reports through its result, never errno
+  if (!p) return ENOMEM;
+  *out = p;
+  return 0;
+}
+
+int posix_memalign(void **out, size_t alignment, size_t size) {
+  if (RECORDING()) __attribute__((musttail)) return posixMemalignRecording(out, alignment, size);
+  if (!isPowerOfTwo(alignment) || alignment % sizeof(void *)) return EINVAL;
+  int savedErrno = errno;
+  void *p = __libc_memalign(alignment, size);
+  errno = savedErrno;
+  if (!p) return ENOMEM;
+  *out = p;
+  return 0;
+}
+
+void *aligned_alloc(size_t alignment, size_t size) {
+  if (!isPowerOfTwo(alignment)) {
+    errno = EINVAL;
+    return NULL;
+  }
+  if (RECORDING()) __attribute__((musttail)) return memalignRecording(alignment, size);
+  return __libc_memalign(alignment, size);
+}
+
+static size_t pageSize(void) {
+  static _Atomic size_t cached;
+  size_t page = atomic_load_explicit(&cached, memory_order_relaxed);
+  if (!page) {
+    page = (size_t)sysconf(_SC_PAGESIZE);
+    atomic_store_explicit(&cached, page, memory_order_relaxed);
+  }
+  return page;
+}
+
+__attribute__((noinline)) static void *vallocRecording(size_t size) {
+  if (t_inHook) return __libc_memalign(pageSize(), size);
+  t_inHook = 1;
+  void *p = __libc_memalign(pageSize(), size);
+  if (p) recordAlloc(p, size, HOOK_FRAME());
+  t_inHook = 0;
+  return p;
+}
+
+void *valloc(size_t size) {
+  if (RECORDING()) __attribute__((musttail)) return vallocRecording(size);
+  return __libc_memalign(pageSize(), size);
+}
+
+// Whole pages; 0 becomes one page. NULL with ENOMEM when rounding overflows.
+static size_t pageRoundedOrZero(size_t size) {
+  size_t page = pageSize();
+  size_t rounded;
+  if (__builtin_add_overflow(size, page - 1, &rounded)) return 0;
+  rounded &= ~(page - 1);
+  return rounded ? rounded : page;
+}
+
+__attribute__((noinline)) static void *pvallocRecording(size_t size) {
+  size_t rounded = pageRoundedOrZero(size);
+  if (!rounded) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  if (t_inHook) return __libc_memalign(pageSize(), rounded);
+  t_inHook = 1;
+  void *p = __libc_memalign(pageSize(), rounded);
+  if (p) recordAlloc(p, rounded, HOOK_FRAME());
+  t_inHook = 0;
+  return p;
+}
+
+void *pvalloc(size_t size) {
+  if (RECORDING()) __attribute__((musttail)) return pvallocRecording(size);
+  size_t rounded = pageRoundedOrZero(size);
+  if (!rounded) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  return __libc_memalign(pageSize(), rounded);
+}
+
+// glibc exports no __libc_ name for it: find the next definition (libc's) once.
+static size_t (*_Atomic g_libcUsableSize)(void *);
+
+size_t malloc_usable_size(void *pointer) {
+  size_t (*real)(void *) = atomic_load_explicit(&g_libcUsableSize, memory_order_acquire);
+  if (UNLIKELY(!real)) {
+    real = (size_t (*)(void *))dlsym(RTLD_NEXT, "malloc_usable_size");
+    if (!real) return 0;
+    atomic_store_explicit(&g_libcUsableSize, real, memory_order_release);
+  }
+  return real(pointer);
+}
+
+// MARK: - Fork
+
+// The child must never see a table mid-update: the forking thread holds every lock
+// across fork(). The child keeps the recorded data but records nothing more.
+static void forkPrepare(void) {
+  if (atomic_load_explicit(&g_state, memory_order_acquire) == STATE_IDLE) return;
+  spinLock(&g_markLock);
+  for (int i = 0; i < STRIPES; i++) spinLock(&g_stripes[i].lock);
+}
+
+static void forkParent(void) {
+  if (atomic_load_explicit(&g_state, memory_order_acquire) == STATE_IDLE) return;
+  for (int i = STRIPES - 1; i >= 0; i--) spinUnlock(&g_stripes[i].lock);
+  spinUnlock(&g_markLock);
+}
+
+static void forkChild(void) {
+  t_tid = 0;
+  if (atomic_load_explicit(&g_state, memory_order_acquire) == STATE_IDLE) return;
+  atomic_store_explicit(&g_recording, 0, memory_order_relaxed);
+  for (int i = STRIPES - 1; i >= 0; i--) spinUnlock(&g_stripes[i].lock);
+  spinUnlock(&g_markLock);
+}
+
+// MARK: - Session control
+
+static CPerfAlloc_Block *g_blocks;
+static uint64_t g_blockCount;
+static size_t g_blocksBytes;
+static CPerfAlloc_Freed *g_freedSnapshot;
+static uint64_t g_freedCount;
+static size_t g_freedBytes;
+static CPerfAlloc_Stats g_stats;
+
+static int32_t fail(CPerfAlloc_Error *error, int32_t code, const char *call, int sysErrno) {
+  if (error) {
+    error->code = code;
+    error->sysErrno = sysErrno;
+    error->call = call;
+  }
+  return code;
+}
+
+static void unmapAll(void) {
+  for (int i = 0; i < STRIPES; i++) {
+    Stripe *s = &g_stripes[i];
+    if (s->slots) munmap(s->slots, s->mappedBytes);
+    if (s->freed) munmap(s->freed, pageRound(FREED_SLOTS * sizeof(FreedSlot)));
+    uint32_t keep = atomic_load(&s->lock);  // release() holds it: stay locked
+    memset(s, 0, sizeof(*s));
+    atomic_store(&s->lock, keep);
+  }
+  if (g_stackSlots) munmap(g_stackSlots, (size_t)STACK_SLOTS * sizeof(StackSlot));
+  if (g_stackArena) munmap(g_stackArena, (size_t)STACK_ARENA_FRAMES * sizeof(uint64_t));
+  if (g_timeline) munmap(g_timeline, pageRound(g_timelineCapacity * sizeof(CPerfAlloc_TimelinePoint)));
+  if (g_blocks) munmap(g_blocks, g_blocksBytes);
+  if (g_freedSnapshot) munmap(g_freedSnapshot, g_freedBytes);
+  g_stackSlots = NULL;
+  g_stackArena = NULL;
+  g_timeline = NULL;
+  g_blocks = NULL;
+  g_freedSnapshot = NULL;
+  g_blockCount = g_freedCount = 0;
+}
+
+int32_t CPerfAlloc_start(const CPerfAlloc_Config *config, CPerfAlloc_Error *error) {
+  if (error) memset(error, 0, sizeof(*error));
+  if (!config) return fail(error, CPerfAlloc_ErrorInvalidMode, "config", 0);
+  if (config->mode != CPerfAlloc_ModeCountsOnly && config->mode != CPerfAlloc_ModeFullStacks)
+    return fail(error, CPerfAlloc_ErrorInvalidMode, "mode", 0);
+  if (config->mode == CPerfAlloc_ModeFullStacks &&
+      (config->maxDepth < CPerfAlloc_MinDepth || config->maxDepth > CPerfAlloc_MaxDepth))
+    return fail(error, CPerfAlloc_ErrorInvalidDepth, "maxDepth", 0);
+  int32_t expected = STATE_IDLE;
+  if (!atomic_compare_exchange_strong(&g_state, &expected, STATE_BUSY))
+    return fail(error, CPerfAlloc_ErrorBusy, "start", 0);
+
+  static bool atforkRegistered;
+  if (!atforkRegistered) {
+    int rc = pthread_atfork(forkPrepare, forkParent, forkChild);
+    if (rc != 0) {
+      atomic_store(&g_state, STATE_IDLE);
+      return fail(error, CPerfAlloc_ErrorSystem, "pthread_atfork", rc);
+    }
+    atforkRegistered = true;
+  }
+  lookUpObjectSites();
+
+  g_mode = config->mode;
+  g_maxDepth = config->maxDepth > 0 ? config->maxDepth : CPerfAlloc_DefaultDepth;
+  g_timelineIntervalNs = 1000ull * (config->timelineIntervalUs ? config->timelineIntervalUs : CPerfAlloc_DefaultTimelineIntervalUs);
+  g_timelineCapacity = config->timelineCapacity ? config->timelineCapacity : (1u << 20);
+  g_timeline = mapBytes(pageRound(g_timelineCapacity * sizeof(CPerfAlloc_TimelinePoint)));
+  if (g_mode == CPerfAlloc_ModeFullStacks) {
+    g_stackSlots = mapBytes((size_t)STACK_SLOTS * sizeof(StackSlot));
+    g_stackArena = mapBytes((size_t)STACK_ARENA_FRAMES * sizeof(uint64_t));
+  }
+  if (!g_timeline || (g_mode == CPerfAlloc_ModeFullStacks && (!g_stackSlots || !g_stackArena))) {
+    int saved = errno;
+    unmapAll();
+    atomic_store(&g_state, STATE_IDLE);
+    return fail(error, CPerfAlloc_ErrorSystem, "mmap", saved);
+  }
+  for (int i = 0; i < STRIPES; i++) {
+    if (!stripeMap(&g_stripes[i], INITIAL_SLOTS)) {
+      int saved = errno;
+      unmapAll();
+      atomic_store(&g_state, STATE_IDLE);
+      return fail(error, CPerfAlloc_ErrorSystem, "mmap", saved);
+    }
+  }
+  atomic_store(&g_stackArenaUsed, 0);
+  atomic_store(&g_stackCount, 0);
+  atomic_store(&g_lostStacks, 0);
+  atomic_store(&g_timelineCount, 0);
+  atomic_store(&g_lostTimeline, 0);
+  atomic_store(&g_markCount, 0);
+  atomic_store(&g_generation, 0);
+  atomic_store(&g_peakLiveBytes, 0);
+  memset(&g_stats, 0, sizeof(g_stats));
+  calibrateClock();
+  atomic_store(&g_timelineLast, 0);
+  timelineAppend(g_startNs, 0);
+  atomic_store(&g_state, STATE_RUNNING);
+  atomic_store(&g_recording, 1);
+  return CPerfAlloc_OK;
+}
+
+int32_t CPerfAlloc_isRecording(void) { return atomic_load_explicit(&g_recording, memory_order_relaxed); }
+
+int32_t CPerfAlloc_markGeneration(CPerfAlloc_Mark *out) {
+  if (atomic_load(&g_state) != STATE_RUNNING) return CPerfAlloc_ErrorState;
+  spinLock(&g_markLock);
+  uint64_t count = atomic_load(&g_markCount);
+  if (count >= CPerfAlloc_MaxMarks) {
+    spinUnlock(&g_markLock);
+    return CPerfAlloc_ErrorState;
+  }
+  uint32_t generation = atomic_fetch_add(&g_generation, 1) + 1;
+  uint64_t blocks = 0;
+  for (int i = 0; i < STRIPES; i++) blocks += __atomic_load_n(&g_stripes[i].live, __ATOMIC_RELAXED);
+  int64_t live = sumLiveBytes();
+  CPerfAlloc_Mark mark = {
+    .generation = generation,
+    .timestampNs = monotonicNs(),
+    .liveBytes = live > 0 ? (uint64_t)live : 0,
+    .liveBlocks = blocks,
+  };
+  g_marks[count] = mark;
+  atomic_store(&g_markCount, count + 1);
+  spinUnlock(&g_markLock);
+  if (out) *out = mark;
+  return CPerfAlloc_OK;
+}
+
+int32_t CPerfAlloc_stop(CPerfAlloc_Error *error) {
+  if (error) memset(error, 0, sizeof(*error));
+  int32_t expected = STATE_RUNNING;
+  if (!atomic_compare_exchange_strong(&g_state, &expected, STATE_BUSY))
+    return fail(error, CPerfAlloc_ErrorState, "stop without a running session", 0);
+
+  // Holding every stripe lock: no hook is mid-update, frees of tracked blocks wait (so
+  // every live object's first word can still be read), and after the flag drops no
+  // hook touches a table again. Nothing here may malloc: the guard makes sure.
+  t_inHook = 1;
+  spinLock(&g_markLock);
+  for (int i = 0; i < STRIPES; i++) spinLock(&g_stripes[i].lock);
+  atomic_store(&g_recording, 0);
+  g_stopNs = monotonicNs();
+
+  uint64_t live = 0, freedEntries = 0;
+  for (int i = 0; i < STRIPES; i++) {
+    live += g_stripes[i].live;
+    freedEntries += g_stripes[i].freedUsed + (g_stripes[i].lostFreedKeys ? 1 : 0);
+  }
+  g_blocksBytes = pageRound((live ? live : 1) * sizeof(CPerfAlloc_Block));
+  g_blocks = mapBytes(g_blocksBytes);
+  g_freedBytes = pageRound((freedEntries ? freedEntries : 1) * sizeof(CPerfAlloc_Freed));
+  g_freedSnapshot = mapBytes(g_freedBytes);
+  int mapErrno = errno;
+
+  CPerfAlloc_Stats *st = &g_stats;
+  st->startNs = g_startNs;
+  st->stopNs = g_stopNs;
+  st->mode = g_mode;
+  st->swiftObjectSites = g_objectSiteCount;
+  uint64_t n = 0, f = 0;
+  for (int i = 0; i < STRIPES; i++) {
+    Stripe *s = &g_stripes[i];
+    st->totalAllocations += s->allocations;
+    st->totalBytes += s->allocatedBytes;
+    st->trackedFrees += s->frees;
+    st->liveBlocks += s->live;
+    st->liveBytes += s->liveBytes;
+    st->lostBlocks += s->lostBlocks;
+    st->lostFreedKeys += s->lostFreedKeys;
+    st->blockTableBytes += s->mappedBytes;
+    for (uint64_t j = 0; g_blocks && j < s->capacity; j++) {
+      const Slot *slot = &s->slots[j];
+      uint64_t key = slot->w0 & ADDR_MASK;
+      if (key <= KEY_TOMBSTONE || n >= live) continue;
+      CPerfAlloc_Block *b = &g_blocks[n++];
+      b->address = key << 4;
+      b->size = slot->w1 & SIZE_MASK;
+      b->tid = (int32_t)((slot->w1 >> 40) & TID_MASK);
+      b->flags = (slot->w1 & OBJECT_BIT) ? CPerfAlloc_BlockSwiftObject : 0;
+      b->metadata = (slot->w1 & OBJECT_BIT) ? *(uint64_t *)(uintptr_t)b->address : 0;
+      b->generation = (uint32_t)((slot->w0 >> ADDR_BITS) & 0xFFFF);
+      b->stackId = (uint32_t)slot->w2;
+      b->timestampNs = g_startNs + (slot->w2 >> 32) * 1000;
+    }
+    for (uint64_t j = 0; g_freedSnapshot && s->freed && j < FREED_SLOTS; j++) {
+      if (s->freed[j].count == 0 || f >= freedEntries) continue;
+      g_freedSnapshot[f].key = s->freed[j].key;
+      g_freedSnapshot[f].count = s->freed[j].count;
+      g_freedSnapshot[f].bytes = s->freed[j].bytes;
+      f++;
+    }
+    if (g_freedSnapshot && s->lostFreedKeys && f < freedEntries) {
+      g_freedSnapshot[f].key = UINT64_MAX;
+      g_freedSnapshot[f].count = s->lostFreedKeys;
+      g_freedSnapshot[f].bytes = 0;
+      f++;
+    }
+  }
+  g_blockCount = n;
+  g_freedCount = f;
+  (void)sumLiveBytes();  // the peak, including the final state
+  int64_t peak = atomic_load(&g_peakLiveBytes);
+  st->peakLiveBytes = peak > 0 ? (uint64_t)peak : 0;
+  timelineAppend(g_stopNs, (int64_t)st->liveBytes);
+  st->lostStacks = atomic_load(&g_lostStacks);
+  st->lostTimeline = atomic_load(&g_lostTimeline);
+  st->stackCount = atomic_load(&g_stackCount);
+  st->timelineCount = atomic_load(&g_timelineCount);
+  st->markCount = atomic_load(&g_markCount);
+  st->stackTableBytes = g_stackSlots ? st->stackCount * sizeof(StackSlot) + atomic_load(&g_stackArenaUsed) * sizeof(uint64_t) : 0;
+
+  for (int i = STRIPES - 1; i >= 0; i--) spinUnlock(&g_stripes[i].lock);
+  spinUnlock(&g_markLock);
+  t_inHook = 0;
+  atomic_store(&g_state, STATE_STOPPED);
+  if (!g_blocks || !g_freedSnapshot) return fail(error, CPerfAlloc_ErrorSystem, "mmap (snapshot)", mapErrno);
+  return CPerfAlloc_OK;
+}
+
+void CPerfAlloc_stats(CPerfAlloc_Stats *stats) {
+  if (stats) *stats = g_stats;
+}
+
+const CPerfAlloc_Block *CPerfAlloc_blocks(uint64_t *count) {
+  bool ok = atomic_load(&g_state) == STATE_STOPPED;
+  if (count) *count = ok ? g_blockCount : 0;
+  return ok ? g_blocks : NULL;
+}
+
+const CPerfAlloc_Freed *CPerfAlloc_freed(uint64_t *count) {
+  bool ok = atomic_load(&g_state) == STATE_STOPPED;
+  if (count) *count = ok ? g_freedCount : 0;
+  return ok ? g_freedSnapshot : NULL;
+}
+
+const CPerfAlloc_Mark *CPerfAlloc_marks(uint64_t *count) {
+  bool ok = atomic_load(&g_state) == STATE_STOPPED;
+  if (count) *count = ok ? atomic_load(&g_markCount) : 0;
+  return ok ? g_marks : NULL;
+}
+
+const CPerfAlloc_TimelinePoint *CPerfAlloc_timeline(uint64_t *count) {
+  bool ok = atomic_load(&g_state) == STATE_STOPPED;
+  uint64_t n = atomic_load(&g_timelineCount);
+  if (count) *count = ok ? (n < g_timelineCapacity ? n : g_timelineCapacity) : 0;
+  return ok ? g_timeline : NULL;
+}
+
+const uint64_t *CPerfAlloc_stackFrames(uint32_t stackId, uint32_t *depth) {
+  if (depth) *depth = 0;
+  if (atomic_load(&g_state) != STATE_STOPPED || !g_stackSlots || stackId == 0 || stackId > STACK_SLOTS) return NULL;
+  StackSlot *slot = &g_stackSlots[stackId - 1];
+  if (atomic_load(&slot->hash) < 2 || slot->depth == 0) return NULL;
+  if (depth) *depth = slot->depth;
+  return &g_stackArena[slot->offset];
+}
+
+void CPerfAlloc_release(void) {
+  int32_t expected = STATE_STOPPED;
+  if (!atomic_compare_exchange_strong(&g_state, &expected, STATE_BUSY)) return;
+  // Hooks that raced with stop re-check the flag under these locks and leave.
+  for (int i = 0; i < STRIPES; i++) spinLock(&g_stripes[i].lock);
+  unmapAll();
+  for (int i = STRIPES - 1; i >= 0; i--) spinUnlock(&g_stripes[i].lock);
+  atomic_store(&g_state, STATE_IDLE);
+}

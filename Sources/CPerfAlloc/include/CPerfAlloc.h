@@ -1,0 +1,172 @@
+// CPerfAlloc: the Allocations instrument's malloc interposer (Linux, glibc only).
+//
+// Linking this target into an executable replaces malloc, free, calloc, realloc,
+// reallocarray, posix_memalign, aligned_alloc, memalign, valloc, pvalloc and
+// malloc_usable_size for every library in the process (no LD_PRELOAD). While no session
+// records, the replacements only forward to glibc's __libc_* entry points.
+//
+// One session at a time per process:
+//   CPerfAlloc_start -> CPerfAlloc_markGeneration* -> CPerfAlloc_stop -> read the
+//   snapshot (stats, blocks, freed, stacks, marks, timeline) -> CPerfAlloc_release.
+// Only after release can a new session start.
+//
+// Swift objects are recognized without the runtime's _swift_allocObject hook (replacing
+// it turns on the retain/release swizzling path, which crashes on Swift 6.3 Linux): a
+// block whose malloc/posix_memalign was called by swift_slowAlloc from one of the
+// runtime's object allocation sites (swift_allocObject and the copies inlined into it)
+// is an object, and its class metadata is read from the block's first word when it is
+// freed, or at stop for live blocks.
+#ifndef CPERFALLOC_H
+#define CPERFALLOC_H
+
+#include <stddef.h>
+#include <stdint.h>
+// Declares the functions this target defines that <stdlib.h> does not (memalign,
+// pvalloc, malloc_usable_size), so Swift code importing CPerfAlloc can call them.
+#include <malloc.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum CPerfAlloc_Mode {
+  /// Sizes, Swift types, generations and counts; no stacks (stackId is always 0).
+  CPerfAlloc_ModeCountsOnly = 0,
+  /// Also a frame-pointer stack per allocation, deduplicated in the stack table.
+  CPerfAlloc_ModeFullStacks = 1,
+} CPerfAlloc_Mode;
+
+enum {
+  CPerfAlloc_MinDepth = 1,
+  CPerfAlloc_MaxDepth = 256,
+  CPerfAlloc_DefaultDepth = 64,
+  /// Generation indices are stored in 16 bits per block; later marks fail.
+  CPerfAlloc_MaxMarks = 65535,
+  CPerfAlloc_DefaultTimelineIntervalUs = 1000,
+};
+
+typedef struct CPerfAlloc_Config {
+  int32_t mode;                // CPerfAlloc_Mode
+  int32_t maxDepth;            // CPerfAlloc_MinDepth ... CPerfAlloc_MaxDepth (fullStacks)
+  uint32_t timelineIntervalUs; // 0: CPerfAlloc_DefaultTimelineIntervalUs
+  uint32_t timelineCapacity;   // points; 0: 1 << 20
+} CPerfAlloc_Config;
+
+typedef enum CPerfAlloc_ErrorCode {
+  CPerfAlloc_OK = 0,
+  CPerfAlloc_ErrorInvalidMode = 1,
+  CPerfAlloc_ErrorInvalidDepth = 2,
+  /// Another session is running (or stopped but not yet released).
+  CPerfAlloc_ErrorBusy = 3,
+  /// A system call failed: `call` names it, `sysErrno` holds errno.
+  CPerfAlloc_ErrorSystem = 4,
+  /// stop/mark called in the wrong state, or too many marks.
+  CPerfAlloc_ErrorState = 5,
+} CPerfAlloc_ErrorCode;
+
+typedef struct CPerfAlloc_Error {
+  int32_t code;      // CPerfAlloc_ErrorCode
+  int32_t sysErrno;  // errno of the failing call, 0 if none
+  const char *call;  // static string: the failing call or the bad parameter
+} CPerfAlloc_Error;
+
+enum {
+  /// The block was allocated by the Swift runtime for an object; `metadata` is its
+  /// first word (HeapMetadata *) read at stop.
+  CPerfAlloc_BlockSwiftObject = 1,
+};
+
+/// A block allocated while recording and still live at stop.
+typedef struct CPerfAlloc_Block {
+  uint64_t address;
+  uint64_t size;         // requested bytes
+  uint64_t metadata;     // 0 unless flags has CPerfAlloc_BlockSwiftObject
+  uint64_t timestampNs;  // CLOCK_MONOTONIC, microsecond resolution
+  uint32_t stackId;      // 0: no stack (countsOnly, or the stack table was full)
+  uint32_t generation;   // generation counter when allocated (0 before the first mark)
+  int32_t tid;
+  uint32_t flags;
+} CPerfAlloc_Block;
+
+/// Blocks allocated while recording and freed before stop, aggregated by category key.
+/// One entry per key per internal stripe: merge entries with equal keys.
+typedef struct CPerfAlloc_Freed {
+  /// Even: a Swift object's metadata pointer. Odd: (sizeClass << 1) | 1 for other blocks.
+  /// UINT64_MAX: the aggregate table was full (stats.lostFreedKeys counts those frees).
+  uint64_t key;
+  uint64_t count;
+  uint64_t bytes;
+} CPerfAlloc_Freed;
+
+typedef struct CPerfAlloc_Mark {
+  uint32_t generation;  // the generation this mark opens (1 for the first mark)
+  uint32_t reserved;
+  uint64_t timestampNs;
+  uint64_t liveBytes;   // tracked live heap when the mark was taken
+  uint64_t liveBlocks;
+} CPerfAlloc_Mark;
+
+typedef struct CPerfAlloc_TimelinePoint {
+  uint64_t timestampNs;
+  uint64_t liveBytes;
+} CPerfAlloc_TimelinePoint;
+
+typedef struct CPerfAlloc_Stats {
+  uint64_t startNs;
+  uint64_t stopNs;
+  uint64_t totalAllocations;  // blocks allocated while recording (realloc counts as one)
+  uint64_t totalBytes;
+  uint64_t trackedFrees;      // frees of blocks allocated while recording
+  uint64_t liveBlocks;        // at stop
+  uint64_t liveBytes;         // at stop
+  uint64_t peakLiveBytes;
+  uint64_t lostBlocks;        // allocations that could not be tracked (table mapping failed)
+  uint64_t lostStacks;        // allocations whose stack did not fit in the stack table
+  uint64_t lostFreedKeys;     // frees aggregated under UINT64_MAX (aggregate table full)
+  uint64_t lostTimeline;      // timeline points that did not fit
+  uint64_t stackCount;        // unique stacks
+  uint64_t timelineCount;
+  uint64_t markCount;
+  uint64_t blockTableBytes;   // bytes mapped for the live-block tables at stop
+  uint64_t stackTableBytes;   // bytes touched by the stack table (slots + frames)
+  uint32_t swiftObjectSites;  // runtime call sites recognized as object allocations
+  int32_t mode;
+} CPerfAlloc_Stats;
+
+/// Starts a session. Returns 0, or an error code with details in *error.
+int32_t CPerfAlloc_start(const CPerfAlloc_Config *config, CPerfAlloc_Error *error);
+
+/// Opens the next generation: later allocations carry its index. Fills *mark (may be NULL).
+int32_t CPerfAlloc_markGeneration(CPerfAlloc_Mark *mark);
+
+/// Stops recording and snapshots the live blocks. After it, the accessors below read an
+/// immutable snapshot until CPerfAlloc_release.
+int32_t CPerfAlloc_stop(CPerfAlloc_Error *error);
+
+/// True while a session records.
+int32_t CPerfAlloc_isRecording(void);
+
+/// Valid only between stop and release. Counts are returned through the out parameters.
+void CPerfAlloc_stats(CPerfAlloc_Stats *stats);
+const CPerfAlloc_Block *CPerfAlloc_blocks(uint64_t *count);
+const CPerfAlloc_Freed *CPerfAlloc_freed(uint64_t *count);
+const CPerfAlloc_Mark *CPerfAlloc_marks(uint64_t *count);
+const CPerfAlloc_TimelinePoint *CPerfAlloc_timeline(uint64_t *count);
+/// Leaf first: frames[0] is the return address in malloc's caller. NULL for id 0 or an
+/// unknown id.
+const uint64_t *CPerfAlloc_stackFrames(uint32_t stackId, uint32_t *depth);
+
+/// Unmaps every table; a new session may start afterwards.
+void CPerfAlloc_release(void);
+
+/// Power-of-two size classes: 0 for <= 16 bytes, c for (16 << (c-1)) < size <= (16 << c).
+uint32_t CPerfAlloc_sizeClass(uint64_t size);
+
+/// The kernel thread id of the calling thread.
+int32_t CPerfAlloc_gettid(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

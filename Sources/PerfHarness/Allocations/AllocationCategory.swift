@@ -1,0 +1,167 @@
+import CPerfAlloc
+
+#if canImport(Glibc)
+  import Glibc
+#elseif canImport(Musl)
+  import Musl
+#endif
+
+/// What the Allocations instrument groups blocks by, before naming.
+enum AllocationCategoryKey: Hashable, Sendable {
+  /// A block the Swift runtime allocated for an object; the payload is its metadata.
+  case swiftObject(metadata: UInt)
+  /// Any other block, by power-of-two size class (see `CPerfAlloc_sizeClass`).
+  case malloc(sizeClass: Int)
+  /// Frees that no category table had room for (counted, never named).
+  case overflow
+
+  /// The C side's freed-aggregate key: even = metadata pointer, odd = size class.
+  init(rawKey: UInt64) {
+    if rawKey == UInt64.max {
+      self = .overflow
+    } else if rawKey & 1 == 1 {
+      self = .malloc(sizeClass: Int(rawKey >> 1))
+    } else {
+      self = .swiftObject(metadata: UInt(rawKey))
+    }
+  }
+
+  init(block size: Int, metadata: UInt, isSwiftObject: Bool) {
+    if isSwiftObject, metadata != 0, metadata & 7 == 0 {
+      self = .swiftObject(metadata: metadata)
+    } else {
+      self = .malloc(sizeClass: Int(CPerfAlloc_sizeClass(UInt64(size))))
+    }
+  }
+}
+
+/// A named category, like a row of Instruments' Allocations summary.
+struct AllocationCategory: Hashable, Sendable {
+  enum Kind: String, Codable, Sendable {
+    /// An instance of a Swift class (generic arguments included in the name).
+    case swiftClass
+    /// A closure context (heap metadata kind 0x400, HeapLocalVariable).
+    case closureContext
+    /// Other runtime heap objects: generic boxes, error boxes, tasks, jobs.
+    case swiftBox
+    /// A block that the runtime allocated as an object but whose type could not be read.
+    case unknownSwiftObject
+    /// A plain malloc block.
+    case malloc
+  }
+
+  var name: String
+  var kind: Kind
+
+  static let overflow = AllocationCategory(name: "Malloc (uncategorized)", kind: .malloc)
+
+  /// "Malloc 16 Bytes", "Malloc 32 Bytes", ... "Malloc 512 Bytes", "Malloc 1.00 KiB",
+  /// ..., "Malloc 1.00 MiB", ...: the class's upper bound (blocks of (bound/2, bound]
+  /// bytes; the first class holds 0...16).
+  static func malloc(sizeClass: Int) -> AllocationCategory {
+    AllocationCategory(name: "Malloc " + mallocClassLabel(sizeClass), kind: .malloc)
+  }
+
+  static func mallocClassLabel(_ sizeClass: Int) -> String {
+    let shift = max(0, sizeClass) + 4
+    if shift < 10 { return "\(1 << shift) Bytes" }
+    if shift < 20 { return "\(1 << (shift - 10)).00 KiB" }
+    if shift < 30 { return "\(1 << (shift - 20)).00 MiB" }
+    return "\(1 << (shift - 30)).00 GiB"
+  }
+}
+
+/// Names Swift heap metadata like Instruments does. Reads only memory that
+/// /proc/self/maps says is readable, because a live block's first word is read at stop
+/// and could belong to an object whose header was not written yet.
+struct SwiftMetadataNamer {
+  private var readable: [(start: UInt, end: UInt)] = []
+  private var cache: [UInt: AllocationCategory] = [:]
+
+  init() {
+    readable = Self.readableRanges()
+  }
+
+  mutating func category(forMetadata metadata: UInt) -> AllocationCategory {
+    if let cached = cache[metadata] { return cached }
+    let result = resolve(metadata)
+    cache[metadata] = result
+    return result
+  }
+
+  private func isReadable(_ address: UInt, _ length: UInt, alignment: UInt = 8) -> Bool {
+    guard address != 0, address & (alignment - 1) == 0 else { return false }
+    let (end, overflow) = address.addingReportingOverflow(length)
+    if overflow { return false }
+    // Binary search: ranges are sorted and disjoint.
+    var low = 0
+    var high = readable.count
+    while low < high {
+      let mid = (low + high) / 2
+      if readable[mid].end <= address { low = mid + 1 } else { high = mid }
+    }
+    return low < readable.count && readable[low].start <= address && end <= readable[low].end
+  }
+
+  private func load(_ address: UInt) -> UInt {
+    UnsafeRawPointer(bitPattern: address)!.load(as: UInt.self)
+  }
+
+  private func resolve(_ metadata: UInt) -> AllocationCategory {
+    let unknown = AllocationCategory(name: "Swift object", kind: .unknownSwiftObject)
+    guard isReadable(metadata, 8) else { return unknown }
+    let kind = load(metadata)
+    switch kind {
+    case 0, 0x800...:
+      // Class metadata: kind 0 without Objective-C interop (an isa pointer with it).
+      // Check the nominal type descriptor before handing the pointer to the runtime:
+      // without Objective-C interop it follows kind, superclass and 24 bytes of layout.
+      guard isReadable(metadata, 48) else { return unknown }
+      let description = load(metadata + 40)
+      guard isReadable(description, 4, alignment: 4) else { return unknown }
+      let flags = UnsafeRawPointer(bitPattern: description)!.load(as: UInt32.self)
+      guard flags & 0x1F == 16 else { return unknown }  // ContextDescriptorKind.class
+      let type = unsafeBitCast(UnsafeRawPointer(bitPattern: metadata)!, to: Any.Type.self)
+      return AllocationCategory(name: _typeName(type, qualified: true), kind: .swiftClass)
+    case 0x400:
+      return AllocationCategory(name: "closure context", kind: .closureContext)
+    case 0x500:
+      return AllocationCategory(name: "Swift box", kind: .swiftBox)
+    case 0x501:
+      return AllocationCategory(name: "Swift error box", kind: .swiftBox)
+    case 0x502:
+      return AllocationCategory(name: "Swift task", kind: .swiftBox)
+    case 0x503:
+      return AllocationCategory(name: "Swift job", kind: .swiftBox)
+    default:
+      return unknown
+    }
+  }
+
+  private static func readableRanges() -> [(start: UInt, end: UInt)] {
+    guard let file = fopen("/proc/self/maps", "r") else { return [] }
+    defer { fclose(file) }
+    var ranges: [(start: UInt, end: UInt)] = []
+    var line = [CChar](repeating: 0, count: 4096)
+    while fgets(&line, Int32(line.count), file) != nil {
+      let text = String(decoding: line.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+      let fields = text.split(separator: " ", maxSplits: 2)
+      guard fields.count >= 2, fields[1].first == "r" else { continue }
+      let bounds = fields[0].split(separator: "-")
+      guard bounds.count == 2, let start = UInt(bounds[0], radix: 16), let end = UInt(bounds[1], radix: 16)
+      else { continue }
+      ranges.append((start, end))
+    }
+    // Adjacent mappings (e.g. an anonymous region the metadata allocator extended) merge,
+    // so a structure that straddles two of them still counts as readable.
+    var merged: [(start: UInt, end: UInt)] = []
+    for range in ranges.sorted(by: { $0.start < $1.start }) {
+      if let last = merged.last, last.end >= range.start {
+        merged[merged.count - 1].end = max(last.end, range.end)
+      } else {
+        merged.append(range)
+      }
+    }
+    return merged
+  }
+}

@@ -1,0 +1,290 @@
+import CPerfAlloc
+import Synchronization
+
+#if canImport(Glibc)
+  import Glibc
+#elseif canImport(Musl)
+  import Musl
+#endif
+
+/// What the Allocations recorder captures per block.
+enum AllocationRecordingMode: String, Sendable, CaseIterable, Codable {
+  /// Sizes, Swift types, generations, counts. About as cheap as counting.
+  case countsOnly
+  /// Also the allocation stack of every block (frame-pointer walk, deduplicated).
+  case fullStacks
+}
+
+struct AllocationRecorderError: Error, CustomStringConvertible {
+  enum Code: String, Sendable {
+    case invalidConfiguration
+    case alreadyRunning
+    case systemCallFailed
+    case invalidState
+  }
+
+  var code: Code
+  var message: String
+  var errnoValue: Int32?
+
+  var description: String {
+    if let errnoValue {
+      return "\(code.rawValue): \(message) (errno \(errnoValue): \(String(cString: strerror(errnoValue))))"
+    }
+    return "\(code.rawValue): \(message)"
+  }
+}
+
+/// A block allocated while recording and still live when recording stopped.
+struct RecordedBlock: Sendable, Hashable {
+  var address: UInt
+  var size: Int
+  /// Swift metadata pointer when `isSwiftObject`, else 0.
+  var metadata: UInt
+  var isSwiftObject: Bool
+  var timestampNanoseconds: UInt64
+  /// Key into `AllocationRecording.stacks`; 0 when no stack was captured.
+  var stackID: UInt32
+  /// 0 before the first mark; n after the n-th mark.
+  var generation: Int
+  var threadID: Int32
+
+  var categoryKey: AllocationCategoryKey {
+    AllocationCategoryKey(block: size, metadata: metadata, isSwiftObject: isSwiftObject)
+  }
+}
+
+struct FreedAggregate: Sendable, Hashable {
+  var count: Int
+  var bytes: Int
+}
+
+struct AllocationGenerationMark: Sendable, Hashable {
+  /// The generation this mark opens (1 for the first mark).
+  var index: Int
+  var label: String
+  var timestampNanoseconds: UInt64
+  /// Tracked live heap when the mark was taken.
+  var liveBytes: Int
+  var liveBlocks: Int
+}
+
+struct LiveHeapSample: Sendable, Hashable {
+  var timestampNanoseconds: UInt64
+  var liveBytes: Int
+}
+
+/// Everything one recording produced, unsymbolized.
+struct AllocationRecording: Sendable {
+  var mode: AllocationRecordingMode
+  var startNanoseconds: UInt64
+  var stopNanoseconds: UInt64
+  var liveBlocks: [RecordedBlock]
+  /// Blocks allocated and freed while recording, merged by category.
+  var freed: [AllocationCategoryKey: FreedAggregate]
+  /// Names for every category key in `liveBlocks` and `freed`.
+  var categories: [AllocationCategoryKey: AllocationCategory]
+  /// Stacks of the live blocks, leaf first (frames[0] is the return address in the
+  /// allocating function).
+  var stacks: [UInt32: [UInt]]
+  var marks: [AllocationGenerationMark]
+  var timeline: [LiveHeapSample]
+  var totalAllocations: Int
+  var totalBytes: Int
+  var trackedFrees: Int
+  var peakLiveBytes: Int
+  var liveBytesAtEnd: Int
+  var lostBlocks: Int
+  var lostStacks: Int
+  var lostFreedKeys: Int
+  var lostTimeline: Int
+  /// Bytes of the live-block tables at stop (without the stack table).
+  var blockTableBytes: Int
+  var stackTableBytes: Int
+  /// Runtime call sites recognized as Swift object allocations (0: no types).
+  var swiftObjectSites: Int
+
+  func category(for key: AllocationCategoryKey) -> AllocationCategory {
+    if let known = categories[key] { return known }
+    switch key {
+    case .malloc(let sizeClass): return .malloc(sizeClass: sizeClass)
+    case .overflow: return .overflow
+    case .swiftObject: return AllocationCategory(name: "Swift object", kind: .unknownSwiftObject)
+    }
+  }
+}
+
+/// The Allocations instrument's recorder: interposed malloc family, generations, a
+/// live-heap timeline. One recorder at a time per process; stop it (or drop it) before
+/// starting the next.
+final class AllocationRecorder: Sendable {
+  let mode: AllocationRecordingMode
+  let maxDepth: Int
+
+  private struct State {
+    var labels: [Int: String] = [:]
+    var result: AllocationRecording?
+  }
+  private let state = Mutex(State())
+
+  private init(mode: AllocationRecordingMode, maxDepth: Int) {
+    self.mode = mode
+    self.maxDepth = maxDepth
+  }
+
+  static let depthRange = Int(CPerfAlloc_MinDepth)...Int(CPerfAlloc_MaxDepth)
+
+  static func start(
+    mode: AllocationRecordingMode, maxDepth: Int = Int(CPerfAlloc_DefaultDepth),
+    timelineIntervalMicroseconds: Int = Int(CPerfAlloc_DefaultTimelineIntervalUs)
+  ) throws -> AllocationRecorder {
+    guard depthRange.contains(maxDepth) else {
+      throw AllocationRecorderError(
+        code: .invalidConfiguration,
+        message:
+          "maxDepth \(maxDepth) is out of range; accepted: \(depthRange.lowerBound)...\(depthRange.upperBound) frames",
+        errnoValue: nil)
+    }
+    guard (1...1_000_000).contains(timelineIntervalMicroseconds) else {
+      throw AllocationRecorderError(
+        code: .invalidConfiguration,
+        message: "timelineIntervalMicroseconds \(timelineIntervalMicroseconds) is out of range; accepted: 1...1000000",
+        errnoValue: nil)
+    }
+    var config = CPerfAlloc_Config(
+      mode: mode == .fullStacks ? Int32(CPerfAlloc_ModeFullStacks.rawValue) : Int32(CPerfAlloc_ModeCountsOnly.rawValue),
+      maxDepth: Int32(maxDepth), timelineIntervalUs: UInt32(timelineIntervalMicroseconds), timelineCapacity: 0)
+    var error = CPerfAlloc_Error()
+    let status = CPerfAlloc_start(&config, &error)
+    guard status == Int32(CPerfAlloc_OK.rawValue) else { throw AllocationRecorderError(status: status, error: error) }
+    return AllocationRecorder(mode: mode, maxDepth: maxDepth)
+  }
+
+  /// Opens a new generation: blocks allocated from now on belong to it. `label` names
+  /// what happens after the mark. Ignored after stop or beyond `CPerfAlloc_MaxMarks`.
+  func markGeneration(label: String) {
+    state.withLock { state in
+      guard state.result == nil else { return }
+      var mark = CPerfAlloc_Mark()
+      guard CPerfAlloc_markGeneration(&mark) == Int32(CPerfAlloc_OK.rawValue) else { return }
+      state.labels[Int(mark.generation)] = label
+    }
+  }
+
+  /// Stops recording and returns everything recorded. Calling it again returns the same
+  /// recording.
+  func stop() -> AllocationRecording {
+    state.withLock { state in
+      if let result = state.result { return result }
+      let result = Self.collect(mode: mode, labels: state.labels)
+      state.result = result
+      return result
+    }
+  }
+
+  deinit {
+    // A recorder dropped without stop() must not keep the process's only slot.
+    state.withLock { state in
+      if state.result == nil { _ = Self.collect(mode: mode, labels: state.labels) }
+    }
+  }
+
+  private static func collect(mode: AllocationRecordingMode, labels: [Int: String]) -> AllocationRecording {
+    var error = CPerfAlloc_Error()
+    _ = CPerfAlloc_stop(&error)
+    defer { CPerfAlloc_release() }
+    var stats = CPerfAlloc_Stats()
+    CPerfAlloc_stats(&stats)
+
+    var count: UInt64 = 0
+    var liveBlocks: [RecordedBlock] = []
+    if let blocks = CPerfAlloc_blocks(&count) {
+      liveBlocks.reserveCapacity(Int(count))
+      for block in UnsafeBufferPointer(start: blocks, count: Int(count)) {
+        liveBlocks.append(
+          RecordedBlock(
+            address: UInt(block.address), size: Int(block.size), metadata: UInt(block.metadata),
+            isSwiftObject: block.flags & UInt32(CPerfAlloc_BlockSwiftObject) != 0,
+            timestampNanoseconds: block.timestampNs, stackID: block.stackId,
+            generation: Int(block.generation), threadID: block.tid))
+      }
+    }
+
+    var freed: [AllocationCategoryKey: FreedAggregate] = [:]
+    if let entries = CPerfAlloc_freed(&count) {
+      for entry in UnsafeBufferPointer(start: entries, count: Int(count)) {
+        freed[AllocationCategoryKey(rawKey: entry.key), default: FreedAggregate(count: 0, bytes: 0)].count += Int(
+          entry.count)
+        freed[AllocationCategoryKey(rawKey: entry.key)]!.bytes += Int(entry.bytes)
+      }
+    }
+
+    var stacks: [UInt32: [UInt]] = [:]
+    for block in liveBlocks where block.stackID != 0 && stacks[block.stackID] == nil {
+      var depth: UInt32 = 0
+      if let frames = CPerfAlloc_stackFrames(block.stackID, &depth) {
+        stacks[block.stackID] = UnsafeBufferPointer(start: frames, count: Int(depth)).map { UInt($0) }
+      }
+    }
+
+    var marks: [AllocationGenerationMark] = []
+    if let raw = CPerfAlloc_marks(&count) {
+      for mark in UnsafeBufferPointer(start: raw, count: Int(count)) {
+        marks.append(
+          AllocationGenerationMark(
+            index: Int(mark.generation), label: labels[Int(mark.generation)] ?? "Generation \(mark.generation)",
+            timestampNanoseconds: mark.timestampNs, liveBytes: Int(mark.liveBytes), liveBlocks: Int(mark.liveBlocks)))
+      }
+    }
+
+    var timeline: [LiveHeapSample] = []
+    if let points = CPerfAlloc_timeline(&count) {
+      timeline = UnsafeBufferPointer(start: points, count: Int(count)).map {
+        LiveHeapSample(timestampNanoseconds: $0.timestampNs, liveBytes: Int($0.liveBytes))
+      }
+      timeline.sort { $0.timestampNanoseconds < $1.timestampNanoseconds }
+    }
+
+    // Name categories now, while every type is still loaded.
+    var namer = SwiftMetadataNamer()
+    var categories: [AllocationCategoryKey: AllocationCategory] = [:]
+    func name(_ key: AllocationCategoryKey) {
+      guard categories[key] == nil else { return }
+      switch key {
+      case .swiftObject(let metadata): categories[key] = namer.category(forMetadata: metadata)
+      case .malloc(let sizeClass): categories[key] = .malloc(sizeClass: sizeClass)
+      case .overflow: categories[key] = .overflow
+      }
+    }
+    for block in liveBlocks { name(block.categoryKey) }
+    for key in freed.keys { name(key) }
+
+    return AllocationRecording(
+      mode: mode, startNanoseconds: stats.startNs, stopNanoseconds: stats.stopNs, liveBlocks: liveBlocks,
+      freed: freed, categories: categories, stacks: stacks, marks: marks, timeline: timeline,
+      totalAllocations: Int(stats.totalAllocations), totalBytes: Int(stats.totalBytes),
+      trackedFrees: Int(stats.trackedFrees), peakLiveBytes: Int(stats.peakLiveBytes),
+      liveBytesAtEnd: Int(stats.liveBytes), lostBlocks: Int(stats.lostBlocks), lostStacks: Int(stats.lostStacks),
+      lostFreedKeys: Int(stats.lostFreedKeys), lostTimeline: Int(stats.lostTimeline),
+      blockTableBytes: Int(stats.blockTableBytes), stackTableBytes: Int(stats.stackTableBytes),
+      swiftObjectSites: Int(stats.swiftObjectSites))
+  }
+}
+
+extension AllocationRecorderError {
+  init(status: Int32, error: CPerfAlloc_Error) {
+    let call = error.call.map { String(cString: $0) } ?? "unknown"
+    switch status {
+    case Int32(CPerfAlloc_ErrorBusy.rawValue):
+      self.init(
+        code: .alreadyRunning,
+        message: "another allocation recording is already running in this process; stop it first", errnoValue: nil)
+    case Int32(CPerfAlloc_ErrorSystem.rawValue):
+      self.init(code: .systemCallFailed, message: "\(call) failed", errnoValue: error.sysErrno)
+    case Int32(CPerfAlloc_ErrorState.rawValue):
+      self.init(code: .invalidState, message: call, errnoValue: nil)
+    default:
+      self.init(code: .invalidConfiguration, message: "invalid \(call)", errnoValue: nil)
+    }
+  }
+}

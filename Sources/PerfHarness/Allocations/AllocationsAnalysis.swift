@@ -1,0 +1,149 @@
+/// Turns an `AllocationRecording` into an `AllocationsReport`: per-category persistent
+/// and transient counts, generation growth with the heaviest allocation stacks, the
+/// live-heap timeline.
+struct AllocationsAnalysis {
+  /// Growth categories listed per generation.
+  var growthCategoryLimit = 10
+  /// Decides `isApp` for a frame. The main repo's `ProfileBuilder.isAppCode` also treats
+  /// the harness's own modules and the standard library's specializations as system.
+  var isAppFrame: (SymbolizedFrame) -> Bool = { $0.isMainExecutable }
+  /// Hide System Libraries: drop non-app frames from growth stacks (kept when the whole
+  /// stack is system code).
+  var hideSystemLibraries = false
+
+  func report(from recording: AllocationRecording, symbolizer: Symbolizer?) -> AllocationsReport {
+    let startNs = recording.startNanoseconds
+    func milliseconds(_ ns: UInt64) -> Double { ns >= startNs ? Double(ns - startNs) / 1e6 : 0 }
+
+    // Categories: persistent from live blocks, transient from freed aggregates.
+    struct Tally {
+      var persistentCount = 0
+      var persistentBytes = 0
+      var transientCount = 0
+      var transientBytes = 0
+    }
+    var tallies: [AllocationCategoryKey: Tally] = [:]
+    for block in recording.liveBlocks {
+      tallies[block.categoryKey, default: Tally()].persistentCount += 1
+      tallies[block.categoryKey]!.persistentBytes += block.size
+    }
+    for (key, freed) in recording.freed {
+      tallies[key, default: Tally()].transientCount += freed.count
+      tallies[key]!.transientBytes += freed.bytes
+    }
+    // Different metadata can name the same type (e.g. an unreadable header): merge by name.
+    var byName: [String: (kind: AllocationCategory.Kind, tally: Tally)] = [:]
+    for (key, tally) in tallies {
+      let category = recording.category(for: key)
+      var entry = byName[category.name] ?? (category.kind, Tally())
+      entry.tally.persistentCount += tally.persistentCount
+      entry.tally.persistentBytes += tally.persistentBytes
+      entry.tally.transientCount += tally.transientCount
+      entry.tally.transientBytes += tally.transientBytes
+      byName[category.name] = entry
+    }
+    let categories = byName.map { name, entry in
+      AllocationsReport.Category(
+        name: name, kind: entry.kind.rawValue, persistentCount: entry.tally.persistentCount,
+        transientCount: entry.tally.transientCount,
+        totalCount: entry.tally.persistentCount + entry.tally.transientCount,
+        persistentBytes: entry.tally.persistentBytes,
+        totalBytes: entry.tally.persistentBytes + entry.tally.transientBytes)
+    }.sorted {
+      ($0.persistentBytes, $0.totalBytes, $1.name) > ($1.persistentBytes, $1.totalBytes, $0.name)
+    }
+
+    let persistentCount = recording.liveBlocks.count
+    let persistentBytes = recording.liveBlocks.reduce(0) { $0 + $1.size }
+    let transientCount = recording.freed.values.reduce(0) { $0 + $1.count }
+    let transientBytes = recording.freed.values.reduce(0) { $0 + $1.bytes }
+    let totals = AllocationsReport.Totals(
+      totalAllocations: recording.totalAllocations, totalBytes: recording.totalBytes,
+      persistentCount: persistentCount, persistentBytes: persistentBytes,
+      transientCount: transientCount, transientBytes: transientBytes,
+      peakLiveBytes: recording.peakLiveBytes, liveBytesAtEnd: recording.liveBytesAtEnd)
+
+    // Generations.
+    let generationCount = (recording.marks.map(\.index).max() ?? 0) + 1
+    struct Growth {
+      var bytes = 0
+      var count = 0
+      var stackBytes: [UInt32: Int] = [:]
+    }
+    var growth = [[String: Growth]](repeating: [:], count: generationCount)
+    for block in recording.liveBlocks where block.generation < generationCount {
+      let name = recording.category(for: block.categoryKey).name
+      var entry = growth[block.generation][name] ?? Growth()
+      entry.bytes += block.size
+      entry.count += 1
+      if block.stackID != 0 { entry.stackBytes[block.stackID, default: 0] += block.size }
+      growth[block.generation][name] = entry
+    }
+    let marksByIndex = Dictionary(recording.marks.map { ($0.index, $0) }, uniquingKeysWith: { first, _ in first })
+    var stackCache: [UInt32: [AllocationsReport.StackFrame]] = [:]
+    func symbolizedStack(_ id: UInt32) -> [AllocationsReport.StackFrame] {
+      if let cached = stackCache[id] { return cached }
+      let result = symbolize(recording.stacks[id] ?? [], symbolizer: symbolizer)
+      stackCache[id] = result
+      return result
+    }
+    var generations: [AllocationsReport.Generation] = []
+    for index in 0..<generationCount {
+      let mark = marksByIndex[index]
+      let next = marksByIndex[index + 1]
+      let categoriesOfGeneration = growth[index].sorted { ($0.value.bytes, $1.key) > ($1.value.bytes, $0.key) }
+      let top = categoriesOfGeneration.prefix(growthCategoryLimit).map { name, entry in
+        let heaviest = entry.stackBytes.max { ($0.value, $1.key) < ($1.value, $0.key) }?.key
+        return AllocationsReport.GrowthCategory(
+          name: name, growthBytes: entry.bytes, growthCount: entry.count,
+          allocationStack: heaviest.map(symbolizedStack) ?? [])
+      }
+      generations.append(
+        AllocationsReport.Generation(
+          index: index, label: index == 0 ? "Start" : (mark?.label ?? "Generation \(index)"),
+          startMilliseconds: index == 0 ? 0 : milliseconds(mark?.timestampNanoseconds ?? startNs),
+          endMilliseconds: milliseconds(next?.timestampNanoseconds ?? recording.stopNanoseconds),
+          growthBytes: growth[index].values.reduce(0) { $0 + $1.bytes },
+          growthCount: growth[index].values.reduce(0) { $0 + $1.count },
+          liveBytes: index == 0 ? 0 : (mark?.liveBytes ?? 0),
+          categories: Array(top)))
+    }
+
+    let timeline = recording.timeline.map {
+      AllocationsReport.TimelinePoint(timeMilliseconds: milliseconds($0.timestampNanoseconds), liveBytes: $0.liveBytes)
+    }
+    return AllocationsReport(
+      mode: recording.mode.rawValue,
+      durationMilliseconds: milliseconds(recording.stopNanoseconds),
+      totals: totals, categories: categories, generations: generations, timeline: timeline,
+      lost: AllocationsReport.Lost(
+        blocks: recording.lostBlocks, stacks: recording.lostStacks,
+        freedCategories: recording.lostFreedKeys, timelinePoints: recording.lostTimeline),
+      overhead: AllocationsReport.Overhead(
+        blockTableBytes: recording.blockTableBytes, stackTableBytes: recording.stackTableBytes,
+        bytesPerLiveBlock: persistentCount > 0 ? Double(recording.blockTableBytes) / Double(persistentCount) : 0))
+  }
+
+  /// Leaf first; each address expands to its inlined frames (innermost first).
+  func symbolize(_ addresses: [UInt], symbolizer: Symbolizer?) -> [AllocationsReport.StackFrame] {
+    var frames: [AllocationsReport.StackFrame] = []
+    for address in addresses {
+      guard let symbolizer else {
+        frames.append(
+          AllocationsReport.StackFrame(
+            symbol: "0x" + String(address, radix: 16), module: "???", file: nil, line: nil, isApp: false))
+        continue
+      }
+      for frame in symbolizer.frames(at: address, isReturnAddress: true) {
+        frames.append(
+          AllocationsReport.StackFrame(
+            symbol: frame.symbol, module: frame.swiftModule ?? frame.image, file: frame.file, line: frame.line,
+            isApp: isAppFrame(frame)))
+      }
+    }
+    if hideSystemLibraries, frames.contains(where: \.isApp) {
+      return frames.filter(\.isApp)
+    }
+    return frames
+  }
+}

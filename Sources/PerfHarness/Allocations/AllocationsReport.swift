@@ -1,0 +1,114 @@
+/// The Allocations instrument's results (the JSON report's `allocations` section).
+///
+/// Generations: generation 0 ("Start") runs from the start of recording to the first
+/// mark; generation n (n >= 1) runs from the n-th mark to the next one, the last one to
+/// the end of recording, and carries the n-th mark's label. A mark therefore *opens* a
+/// generation: mark before the action you want to measure. `liveBytes` is the tracked
+/// live heap when the generation's opening mark was taken (0 for "Start").
+public struct AllocationsReport: Codable, Sendable, Equatable {
+  /// "countsOnly" or "fullStacks".
+  public var mode: String
+  public var durationMilliseconds: Double
+  public var totals: Totals
+  /// Sorted by persistent bytes, largest first.
+  public var categories: [Category]
+  public var generations: [Generation]
+  /// Live heap over time, sampled at most once per millisecond of allocation activity.
+  public var timeline: [TimelinePoint]
+  /// Anything that did not fit: non-zero counts mean the numbers above are incomplete.
+  public var lost: Lost
+  /// What recording cost in memory.
+  public var overhead: Overhead
+
+  public struct Totals: Codable, Sendable, Equatable {
+    public var totalAllocations: Int
+    public var totalBytes: Int
+    public var persistentCount: Int
+    public var persistentBytes: Int
+    public var transientCount: Int
+    public var transientBytes: Int
+    public var peakLiveBytes: Int
+    public var liveBytesAtEnd: Int
+  }
+
+  public struct Category: Codable, Sendable, Equatable {
+    /// Module-qualified Swift type, "closure context", "Swift box", or
+    /// "Malloc <size class>" (power-of-two classes named by their upper bound).
+    public var name: String
+    /// "swiftClass", "closureContext", "swiftBox", "unknownSwiftObject", "malloc".
+    public var kind: String
+    /// Allocated while recording and still live at its end.
+    public var persistentCount: Int
+    /// Allocated and freed while recording.
+    public var transientCount: Int
+    public var totalCount: Int
+    public var persistentBytes: Int
+    public var totalBytes: Int
+  }
+
+  public struct Generation: Codable, Sendable, Equatable {
+    public var index: Int
+    public var label: String
+    public var startMilliseconds: Double
+    public var endMilliseconds: Double
+    /// Bytes and blocks allocated in this generation and still live at the end.
+    public var growthBytes: Int
+    public var growthCount: Int
+    /// Tracked live heap when this generation's mark was taken.
+    public var liveBytes: Int
+    /// The heaviest growth categories, largest first.
+    public var categories: [GrowthCategory]
+  }
+
+  public struct GrowthCategory: Codable, Sendable, Equatable {
+    public var name: String
+    public var growthBytes: Int
+    public var growthCount: Int
+    /// The stack that allocated most of this category's growth in this generation,
+    /// leaf first; empty when recorded without stacks.
+    public var allocationStack: [StackFrame]
+  }
+
+  public struct StackFrame: Codable, Sendable, Equatable {
+    public var symbol: String
+    public var module: String
+    public var file: String?
+    public var line: Int?
+    public var isApp: Bool
+  }
+
+  public struct TimelinePoint: Codable, Sendable, Equatable {
+    public var timeMilliseconds: Double
+    public var liveBytes: Int
+  }
+
+  public struct Lost: Codable, Sendable, Equatable {
+    /// Allocations that could not be tracked at all.
+    public var blocks: Int
+    /// Allocations recorded without their stack (stack table full).
+    public var stacks: Int
+    /// Frees counted under "Malloc (uncategorized)" (category table full).
+    public var freedCategories: Int
+    public var timelinePoints: Int
+  }
+
+  public struct Overhead: Codable, Sendable, Equatable {
+    public var blockTableBytes: Int
+    public var stackTableBytes: Int
+    /// blockTableBytes / live blocks at the end (0 when nothing is live).
+    public var bytesPerLiveBlock: Double
+  }
+
+  /// The categories whose name contains `text`, case-insensitively (like the filter
+  /// field under Instruments' detail panel). An empty filter keeps everything.
+  public func categories(matching text: String) -> [Category] {
+    let needle = text.lowercased()
+    if needle.isEmpty { return categories }
+    return categories.filter { $0.name.lowercased().contains(needle) }
+  }
+
+  /// The category with exactly this name, if any.
+  public func category(named name: String) -> Category? {
+    categories.first { $0.name == name }
+  }
+}
