@@ -814,12 +814,13 @@ int32_t CPerfSampler_stop(CPerfSampler_Error *error) {
     pthread_join(g_discovery, NULL);
     g_discoveryRunning = false;
   }
-  g_stopNs = now_ns();
   teardown_timers();
   // Signals already queued may still arrive: the handler ignores them from here on,
   // and the arena stays mapped until release anyway.
   atomic_store(&g_enabled, 0);
   wait_for_handlers();
+  // Taken after the last handler left, so no sample is stamped later than the stop.
+  g_stopNs = now_ns();
 
   for (size_t i = 0; i < g_threadCount; i++) {
     ThreadEntry *entry = &g_threads[i];

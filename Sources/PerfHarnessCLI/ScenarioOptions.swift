@@ -29,6 +29,16 @@ struct ScenarioOptions: ParsableArguments {
   @Option(help: "Time Profiler clock: cpu (CPU time of each thread, default) or wall (also samples blocked threads).")
   var clock: SamplingClock = .cpu
 
+  @Flag(
+    name: .customLong("memory-warning"),
+    help: "Simulate a memory warning when the scenario ends, then mark a generation.")
+  var memoryWarning = false
+
+  @Flag(
+    name: .customLong("no-allocation-stacks"),
+    help: "Record allocation types and counts only, without stacks (cheaper).")
+  var noAllocationStacks = false
+
   @Option(help: ArgumentHelp("Directory the reports are written under.", valueName: "dir"))
   var output: String = "Reports"
 
@@ -74,6 +84,8 @@ struct ScenarioOptions: ParsableArguments {
   }
 
   var recordingConfiguration: RecordingConfiguration {
-    RecordingConfiguration(instruments: (try? parsedInstruments()) ?? [], sampleRateHz: sampleRate, clock: clock)
+    RecordingConfiguration(
+      instruments: (try? parsedInstruments()) ?? [], sampleRateHz: sampleRate, clock: clock,
+      memoryWarningAtEnd: memoryWarning, allocationStacks: !noAllocationStacks)
   }
 }

@@ -1,3 +1,5 @@
+import Dispatch
+
 /// What every screen of one running app shares.
 @MainActor
 struct AppEnvironment {
@@ -12,6 +14,8 @@ struct AppEnvironment {
 @MainActor
 final class BackgroundWork {
   private(set) var pending = 0
+  /// Left by each worker block after Dispatch released it (and what it captured).
+  let workers = DispatchGroup()
   func begin() { pending += 1 }
   func end() { pending -= 1 }
 }

@@ -89,6 +89,9 @@ public final class PhotoSearchApp {
         Date() < deadline,
         "background work did not finish in 120 s: is waitUntilIdle() running inside a main-queue block?")
     }
+    // The workers' blocks have delivered; wait until Dispatch has also released them, so
+    // nothing they captured outlives the wait.
+    backgroundWork.workers.wait()
   }
 
   /// Suspends until every piece of background work has delivered its result, letting the
@@ -97,5 +100,6 @@ public final class PhotoSearchApp {
     while backgroundWork.pending > 0 {
       try? await Task.sleep(for: .milliseconds(1))
     }
+    backgroundWork.workers.wait()
   }
 }

@@ -40,330 +40,340 @@ final class ProbeBin: @unchecked Sendable {
 
 // The recorder is process-wide (one session at a time), so everything that records
 // lives in this one serialized suite.
-@Suite(.serialized)
-struct AllocationRecorderTests {
-  static func report(_ recording: AllocationRecording, symbolizer: Symbolizer? = nil) -> AllocationsReport {
-    AllocationsAnalysis().report(from: recording, symbolizer: symbolizer)
-  }
+extension ProcessWideRecording {
+  @Suite(.serialized)
+  struct AllocationRecorderTests {
+    static func report(_ recording: AllocationRecording, symbolizer: Symbolizer? = nil) -> AllocationsReport {
+      AllocationsAnalysis().report(from: recording, symbolizer: symbolizer)
+    }
 
-  static func category(_ report: AllocationsReport, _ type: Any.Type) -> AllocationsReport.Category? {
-    report.category(named: _typeName(type, qualified: true))
-  }
+    static func category(_ report: AllocationsReport, _ type: Any.Type) -> AllocationsReport.Category? {
+      report.category(named: _typeName(type, qualified: true))
+    }
 
-  @Test func exactPersistentAndTransientCounts() throws {
-    let recorder = try AllocationRecorder.start(mode: .countsOnly)
-    var a: [AllocProbeA] = []
-    var b: [AllocProbeB] = []
-    for _ in 0..<1000 { a.append(AllocProbeA()) }
-    for _ in 0..<300 { b.append(AllocProbeB()) }
-    a.removeFirst(400)
-    b.removeAll()
-    let recording = recorder.stop()
-    withExtendedLifetime(a) {}
-    let report = Self.report(recording)
+    @Test func exactPersistentAndTransientCounts() throws {
+      let recorder = try AllocationRecorder.start(mode: .countsOnly)
+      var a: [AllocProbeA] = []
+      var b: [AllocProbeB] = []
+      for _ in 0..<1000 { a.append(AllocProbeA()) }
+      for _ in 0..<300 { b.append(AllocProbeB()) }
+      a.removeFirst(400)
+      b.removeAll()
+      let recording = recorder.stop()
+      withExtendedLifetime(a) {}
+      let report = Self.report(recording)
 
-    let probeA = try #require(Self.category(report, AllocProbeA.self))
-    #expect(probeA.persistentCount == 600)
-    #expect(probeA.transientCount == 400)
-    #expect(probeA.totalCount == 1000)
-    #expect(probeA.kind == "swiftClass")
-    #expect(probeA.persistentBytes == 600 * (probeA.totalBytes / 1000))
-    let probeB = try #require(Self.category(report, AllocProbeB.self))
-    #expect(probeB.persistentCount == 0)
-    #expect(probeB.transientCount == 300)
-    #expect(recording.swiftObjectSites >= 1)
-    #expect(recording.lostBlocks == 0)
-    // The filter is a case-insensitive substring match.
-    let filtered = report.categories(matching: "allocprobe")
-    #expect(filtered.contains { $0.name.hasSuffix("AllocProbeA") })
-    #expect(filtered.allSatisfy { $0.name.lowercased().contains("allocprobe") })
-    // Sorted by persistent bytes.
-    #expect(report.categories.map(\.persistentBytes) == report.categories.map(\.persistentBytes).sorted(by: >))
-  }
+      let probeA = try #require(Self.category(report, AllocProbeA.self))
+      #expect(probeA.persistentCount == 600)
+      #expect(probeA.transientCount == 400)
+      #expect(probeA.totalCount == 1000)
+      #expect(probeA.kind == "swiftClass")
+      #expect(probeA.persistentBytes == 600 * (probeA.totalBytes / 1000))
+      let probeB = try #require(Self.category(report, AllocProbeB.self))
+      #expect(probeB.persistentCount == 0)
+      #expect(probeB.transientCount == 300)
+      #expect(recording.swiftObjectSites >= 1)
+      #expect(recording.lostBlocks == 0)
+      // The filter is a case-insensitive substring match.
+      let filtered = report.categories(matching: "allocprobe")
+      #expect(filtered.contains { $0.name.hasSuffix("AllocProbeA") })
+      #expect(filtered.allSatisfy { $0.name.lowercased().contains("allocprobe") })
+      // Sorted by persistent bytes.
+      #expect(report.categories.map(\.persistentBytes) == report.categories.map(\.persistentBytes).sorted(by: >))
+    }
 
-  @Test func genericClassNamesIncludeArguments() throws {
-    let recorder = try AllocationRecorder.start(mode: .countsOnly)
-    let kept = (0..<7).map { AllocProbeGeneric<Int>($0) }
-    let dropped = (0..<3).map { AllocProbeGeneric<String>("\($0)") }
-    _ = dropped.count
-    let recording = recorder.stop()
-    withExtendedLifetime(kept) {}
-    let report = Self.report(recording)
-    let ints = try #require(report.categories.first { $0.name.hasSuffix("AllocProbeGeneric<Swift.Int>") })
-    #expect(ints.persistentCount == 7 && ints.transientCount == 0)
-    let strings = try #require(report.categories.first { $0.name.hasSuffix("AllocProbeGeneric<Swift.String>") })
-    #expect(strings.persistentCount + strings.transientCount == 3)
-    #expect(!report.categories.contains { $0.kind == "unknownSwiftObject" })
-  }
+    @Test func genericClassNamesIncludeArguments() throws {
+      let recorder = try AllocationRecorder.start(mode: .countsOnly)
+      let kept = (0..<7).map { AllocProbeGeneric<Int>($0) }
+      let dropped = (0..<3).map { AllocProbeGeneric<String>("\($0)") }
+      _ = dropped.count
+      let recording = recorder.stop()
+      withExtendedLifetime(kept) {}
+      let report = Self.report(recording)
+      let ints = try #require(report.categories.first { $0.name.hasSuffix("AllocProbeGeneric<Swift.Int>") })
+      #expect(ints.persistentCount == 7 && ints.transientCount == 0)
+      let strings = try #require(report.categories.first { $0.name.hasSuffix("AllocProbeGeneric<Swift.String>") })
+      #expect(strings.persistentCount + strings.transientCount == 3)
+      #expect(!report.categories.contains { $0.kind == "unknownSwiftObject" })
+    }
 
-  @Test func exactCountsUnderEightThreads() throws {
-    let bin = ProbeBin()
-    let recorder = try AllocationRecorder.start(mode: .fullStacks)
-    DispatchQueue.concurrentPerform(iterations: 8) { thread in
-      var kept: [AnyObject] = []
-      var dropped: [AnyObject] = []  // escaping, so release builds cannot stack-promote them
-      for i in 0..<5000 {
-        dropped.append(AllocProbeThreadedDropped())
-        if dropped.count == 64 { dropped.removeAll(keepingCapacity: true) }
-        if i % 5 == 0 { kept.append(AllocProbeThreadedKept()) }
-        // Plain mallocs of several sizes, freed, on every thread too.
-        let bytes = malloc(16 + (i % 200) * 8)
-        free(bytes)
+    @Test func exactCountsUnderEightThreads() throws {
+      let bin = ProbeBin()
+      let recorder = try AllocationRecorder.start(mode: .fullStacks)
+      // Eight real threads: concurrentPerform may run every iteration on one busy thread.
+      let finished = DispatchGroup()
+      for thread in 0..<8 {
+        finished.enter()
+        Thread {
+          defer { finished.leave() }
+          var kept: [AnyObject] = []
+          var dropped: [AnyObject] = []  // escaping, so release builds cannot stack-promote them
+          for i in 0..<5000 {
+            dropped.append(AllocProbeThreadedDropped())
+            if dropped.count == 64 { dropped.removeAll(keepingCapacity: true) }
+            if i % 5 == 0 { kept.append(AllocProbeThreadedKept()) }
+            // Plain mallocs of several sizes, freed, on every thread too.
+            let bytes = malloc(16 + (i % 200) * 8)
+            free(bytes)
+          }
+          _ = thread
+          dropped.removeAll()
+          bin.add(kept)
+        }.start()
       }
-      _ = thread
-      dropped.removeAll()
-      bin.add(kept)
+      finished.wait()
+      let recording = recorder.stop()
+      let report = Self.report(recording)
+      bin.removeAll()
+      let kept = try #require(Self.category(report, AllocProbeThreadedKept.self))
+      #expect(kept.persistentCount == 8 * 1000)
+      #expect(kept.transientCount == 0)
+      let dropped = try #require(Self.category(report, AllocProbeThreadedDropped.self))
+      #expect(dropped.persistentCount == 0)
+      #expect(dropped.transientCount == 8 * 5000)
+      #expect(recording.lostBlocks == 0 && recording.lostStacks == 0)
+      #expect(Set(recording.liveBlocks.filter { $0.isSwiftObject }.map(\.threadID)).count >= 2)
     }
-    let recording = recorder.stop()
-    let report = Self.report(recording)
-    bin.removeAll()
-    let kept = try #require(Self.category(report, AllocProbeThreadedKept.self))
-    #expect(kept.persistentCount == 8 * 1000)
-    #expect(kept.transientCount == 0)
-    let dropped = try #require(Self.category(report, AllocProbeThreadedDropped.self))
-    #expect(dropped.persistentCount == 0)
-    #expect(dropped.transientCount == 8 * 5000)
-    #expect(recording.lostBlocks == 0 && recording.lostStacks == 0)
-    #expect(Set(recording.liveBlocks.filter { $0.isSwiftObject }.map(\.threadID)).count >= 2)
-  }
 
-  /// Allocates through every malloc-family function with distinctive sizes.
-  @inline(never)
-  static func allocateThroughEveryFunction() -> [String: UnsafeMutableRawPointer] {
-    var blocks: [String: UnsafeMutableRawPointer] = [:]
-    blocks["malloc"] = malloc(123_457)!
-    let zeroed = calloc(1, 123_458)!
-    #expect(zeroed.load(fromByteOffset: 123_000, as: UInt8.self) == 0)
-    blocks["calloc"] = zeroed
-    blocks["reallocNull"] = realloc(nil, 123_459)!
-    var grown = malloc(123_460)!
-    grown = realloc(grown, 223_460)!
-    blocks["reallocGrow"] = grown
-    var shrunk = malloc(123_461)!
-    shrunk = realloc(shrunk, 23_461)!
-    blocks["reallocShrink"] = shrunk
-    var aligned: UnsafeMutableRawPointer?
-    #expect(posix_memalign(&aligned, 64, 123_462) == 0)
-    #expect(Int(bitPattern: aligned) % 64 == 0)
-    blocks["posix_memalign"] = aligned!
-    var rejected: UnsafeMutableRawPointer?
-    #expect(posix_memalign(&rejected, 3, 100) == EINVAL)
-    #expect(posix_memalign(&rejected, 4, 100) == EINVAL)  // not a multiple of sizeof(void *)
-    #expect(rejected == nil)
-    blocks["aligned_alloc"] = aligned_alloc(4096, 123_463)!
-    #expect(Int(bitPattern: blocks["aligned_alloc"]) % 4096 == 0)
-    blocks["memalign"] = memalign(256, 123_464)!
-    #expect(Int(bitPattern: blocks["memalign"]) % 256 == 0)
-    blocks["valloc"] = valloc(123_465)!
-    #expect(Int(bitPattern: blocks["valloc"]) % 4096 == 0)
-    blocks["pvalloc"] = pvalloc(123_466)!
-    #expect(Int(bitPattern: blocks["pvalloc"]) % 4096 == 0)
-    return blocks
-  }
-
-  @Test func everyMallocFamilyFunctionIsSeenAndItsFreesMatched() throws {
-    let symbolizer = try Symbolizer()
-    let recorder = try AllocationRecorder.start(mode: .fullStacks)
-    let blocks = Self.allocateThroughEveryFunction()
-    // realloc to size 0 frees; free of NULL is a no-op.
-    let doomed = malloc(123_470)!
-    #expect(realloc(doomed, 0) == nil)
-    free(nil)
-    let freedEarly = ["malloc", "calloc", "memalign", "pvalloc"]
-    for name in freedEarly { free(blocks[name]) }
-    let recording = recorder.stop()
-    for (name, block) in blocks where !freedEarly.contains(name) { free(block) }
-
-    let expectedSizes: [String: Int] = [
-      "reallocNull": 123_459, "reallocGrow": 223_460, "reallocShrink": 23_461,
-      "posix_memalign": 123_462, "aligned_alloc": 123_463, "valloc": 123_465,
-    ]
-    let live = Dictionary(recording.liveBlocks.map { ($0.address, $0) }, uniquingKeysWith: { a, _ in a })
-    for (name, size) in expectedSizes {
-      let block = try #require(live[UInt(bitPattern: blocks[name])], "\(name) not recorded")
-      #expect(block.size == size, "\(name)")
-      #expect(!block.isSwiftObject)
-      // Its stack runs through the function that allocated it.
-      let frames = AllocationsAnalysis().symbolize(recording.stacks[block.stackID] ?? [], symbolizer: symbolizer)
-      #expect(frames.contains { $0.symbol.contains("allocateThroughEveryFunction") }, "\(name): \(frames.prefix(4))")
+    /// Allocates through every malloc-family function with distinctive sizes.
+    @inline(never)
+    static func allocateThroughEveryFunction() -> [String: UnsafeMutableRawPointer] {
+      var blocks: [String: UnsafeMutableRawPointer] = [:]
+      blocks["malloc"] = malloc(123_457)!
+      let zeroed = calloc(1, 123_458)!
+      #expect(zeroed.load(fromByteOffset: 123_000, as: UInt8.self) == 0)
+      blocks["calloc"] = zeroed
+      blocks["reallocNull"] = realloc(nil, 123_459)!
+      var grown = malloc(123_460)!
+      grown = realloc(grown, 223_460)!
+      blocks["reallocGrow"] = grown
+      var shrunk = malloc(123_461)!
+      shrunk = realloc(shrunk, 23_461)!
+      blocks["reallocShrink"] = shrunk
+      var aligned: UnsafeMutableRawPointer?
+      #expect(posix_memalign(&aligned, 64, 123_462) == 0)
+      #expect(Int(bitPattern: aligned) % 64 == 0)
+      blocks["posix_memalign"] = aligned!
+      var rejected: UnsafeMutableRawPointer?
+      #expect(posix_memalign(&rejected, 3, 100) == EINVAL)
+      #expect(posix_memalign(&rejected, 4, 100) == EINVAL)  // not a multiple of sizeof(void *)
+      #expect(rejected == nil)
+      blocks["aligned_alloc"] = aligned_alloc(4096, 123_463)!
+      #expect(Int(bitPattern: blocks["aligned_alloc"]) % 4096 == 0)
+      blocks["memalign"] = memalign(256, 123_464)!
+      #expect(Int(bitPattern: blocks["memalign"]) % 256 == 0)
+      blocks["valloc"] = valloc(123_465)!
+      #expect(Int(bitPattern: blocks["valloc"]) % 4096 == 0)
+      blocks["pvalloc"] = pvalloc(123_466)!
+      #expect(Int(bitPattern: blocks["pvalloc"]) % 4096 == 0)
+      return blocks
     }
-    for name in freedEarly {
-      #expect(live[UInt(bitPattern: blocks[name])] == nil, "\(name) was freed")
-    }
-    let sizes = Set(recording.liveBlocks.map(\.size))
-    // The realloc'd-away sizes and the block freed by realloc(p, 0) are not live.
-    #expect(!sizes.contains(123_460) && !sizes.contains(123_461) && !sizes.contains(123_470))
-    #expect(!sizes.contains(123_457) && !sizes.contains(123_458) && !sizes.contains(123_464))
-    // Transient: 4 early frees + 2 realloc moves/shrinks (maybe in place) + realloc(p, 0).
-    let class128K = AllocationCategoryKey.malloc(sizeClass: Int(CPerfAlloc_sizeClass(123_457)))
-    #expect((recording.freed[class128K]?.count ?? 0) >= 5)
-  }
 
-  @Test func generationGrowthIsExact() throws {
-    let recorder = try AllocationRecorder.start(mode: .fullStacks)
-    recorder.markGeneration(label: "first")
-    var first: [AllocProbeGeneration] = (0..<100).map { _ in AllocProbeGeneration() }
-    recorder.markGeneration(label: "second")
-    let second: [AllocProbeGeneration] = (0..<50).map { _ in AllocProbeGeneration() }
-    first.removeLast(50)
-    let recording = recorder.stop()
-    withExtendedLifetime((first, second)) {}
-    let report = Self.report(recording, symbolizer: try Symbolizer())
+    @Test func everyMallocFamilyFunctionIsSeenAndItsFreesMatched() throws {
+      let symbolizer = try Symbolizer()
+      let recorder = try AllocationRecorder.start(mode: .fullStacks)
+      let blocks = Self.allocateThroughEveryFunction()
+      // realloc to size 0 frees; free of NULL is a no-op.
+      let doomed = malloc(123_470)!
+      #expect(realloc(doomed, 0) == nil)
+      free(nil)
+      let freedEarly = ["malloc", "calloc", "memalign", "pvalloc"]
+      for name in freedEarly { free(blocks[name]) }
+      let recording = recorder.stop()
+      for (name, block) in blocks where !freedEarly.contains(name) { free(block) }
 
-    let name = _typeName(AllocProbeGeneration.self, qualified: true)
-    let instanceSize = try #require(
-      recording.liveBlocks.first { recording.category(for: $0.categoryKey).name == name }?.size)
-    #expect(report.generations.map(\.label) == ["Start", "first", "second"])
-    #expect(report.generations.map(\.index) == [0, 1, 2])
-    func growth(_ generation: Int) -> AllocationsReport.GrowthCategory? {
-      report.generations[generation].categories.first { $0.name == name }
-    }
-    #expect(growth(0) == nil)
-    let g1 = try #require(growth(1))
-    #expect(g1.growthCount == 50 && g1.growthBytes == 50 * instanceSize)
-    let g2 = try #require(growth(2))
-    #expect(g2.growthCount == 50 && g2.growthBytes == 50 * instanceSize)
-    #expect(g1.allocationStack.contains { $0.symbol.contains("generationGrowthIsExact") })
-    // The second mark saw at least the first generation's 100 probes live.
-    #expect(report.generations[2].liveBytes >= report.generations[1].liveBytes + 100 * instanceSize)
-    #expect(report.generations[1].startMilliseconds <= report.generations[2].startMilliseconds)
-    #expect(report.timeline.count >= 2)
-    // The peak is sampled (timeline points, marks, stop), so it is at least the heap at
-    // the second mark.
-    #expect(report.totals.peakLiveBytes >= report.generations[2].liveBytes)
-    #expect(report.totals.peakLiveBytes >= report.totals.liveBytesAtEnd)
-  }
-
-  @Test func blocksFromBeforeStartAreIgnored() throws {
-    var early: [AllocProbeBeforeStart] = (0..<200).map { _ in AllocProbeBeforeStart() }
-    let earlyBytes = malloc(123_480)
-    let recorder = try AllocationRecorder.start(mode: .countsOnly)
-    early.removeAll()
-    free(earlyBytes)
-    let recording = recorder.stop()
-    let report = Self.report(recording)
-    #expect(Self.category(report, AllocProbeBeforeStart.self) == nil)
-    #expect(!recording.liveBlocks.contains { $0.size == 123_480 })
-  }
-
-  @Test func notRecordingRecordsNothingAndUsableSizeIsReal() throws {
-    #expect(CPerfAlloc_isRecording() == 0)
-    for size in [0, 1, 15, 16, 17, 100, 1000, 4096, 100_000, 1 << 20] {
-      let block = malloc(size)!
-      #expect(malloc_usable_size(block) >= size)
-      free(block)
-    }
-    // Swift's Array grows its capacity into malloc_usable_size.
-    var array: [UInt8] = []
-    array.reserveCapacity(100)
-    #expect(array.capacity >= 100)
-    // A session started and stopped afterwards saw none of the above.
-    let recorder = try AllocationRecorder.start(mode: .countsOnly)
-    let recording = recorder.stop()
-    #expect(!recording.liveBlocks.contains { $0.size == 1 << 20 })
-    #expect(throws: Never.self) { try AllocationRecorder.start(mode: .countsOnly).stop() }
-  }
-
-  @Test func onlyOneRecorderAtATime() throws {
-    let recorder = try AllocationRecorder.start(mode: .countsOnly)
-    #expect(throws: AllocationRecorderError.self) { try AllocationRecorder.start(mode: .countsOnly) }
-    #expect(throws: AllocationRecorderError.self) { try AllocationRecorder.start(mode: .fullStacks, maxDepth: 0) }
-    _ = recorder.stop()
-    _ = recorder.stop()  // idempotent
-  }
-
-  @Test func forkWhileRecording() throws {
-    let recorder = try AllocationRecorder.start(mode: .fullStacks)
-    let kept = (0..<10).map { _ in AllocProbeFork() }
-    for round in 0..<5 {
-      let pid = fork()
-      #expect(pid >= 0)
-      if pid == 0 {
-        // Child: the tables must be usable (locks released) and nothing is recorded.
-        var objects: [AllocProbeFork] = []
-        for _ in 0..<1000 { objects.append(AllocProbeFork()) }
-        let bytes = malloc(1000)
-        free(bytes)
-        _exit(objects.count == 1000 && CPerfAlloc_isRecording() == 0 ? 0 : 1)
+      let expectedSizes: [String: Int] = [
+        "reallocNull": 123_459, "reallocGrow": 223_460, "reallocShrink": 23_461,
+        "posix_memalign": 123_462, "aligned_alloc": 123_463, "valloc": 123_465,
+      ]
+      let live = Dictionary(recording.liveBlocks.map { ($0.address, $0) }, uniquingKeysWith: { a, _ in a })
+      for (name, size) in expectedSizes {
+        let block = try #require(live[UInt(bitPattern: blocks[name])], "\(name) not recorded")
+        #expect(block.size == size, "\(name)")
+        #expect(!block.isSwiftObject)
+        // Its stack runs through the function that allocated it.
+        let frames = AllocationsAnalysis().symbolize(recording.stacks[block.stackID] ?? [], symbolizer: symbolizer)
+        #expect(frames.contains { $0.symbol.contains("allocateThroughEveryFunction") }, "\(name): \(frames.prefix(4))")
       }
-      // Parent keeps allocating while the child runs.
-      let more = (0..<100).map { _ in AllocProbeFork() }
-      _ = more.count
-      var status: Int32 = 0
-      #expect(waitpid(pid, &status, 0) == pid)
-      #expect(status == 0, "round \(round): child exit status \(status)")
+      for name in freedEarly {
+        #expect(live[UInt(bitPattern: blocks[name])] == nil, "\(name) was freed")
+      }
+      let sizes = Set(recording.liveBlocks.map(\.size))
+      // The realloc'd-away sizes and the block freed by realloc(p, 0) are not live.
+      #expect(!sizes.contains(123_460) && !sizes.contains(123_461) && !sizes.contains(123_470))
+      #expect(!sizes.contains(123_457) && !sizes.contains(123_458) && !sizes.contains(123_464))
+      // Transient: 4 early frees + 2 realloc moves/shrinks (maybe in place) + realloc(p, 0).
+      let class128K = AllocationCategoryKey.malloc(sizeClass: Int(CPerfAlloc_sizeClass(123_457)))
+      #expect((recording.freed[class128K]?.count ?? 0) >= 5)
     }
-    let recording = recorder.stop()
-    withExtendedLifetime(kept) {}
-    let probe = try #require(Self.category(Self.report(recording), AllocProbeFork.self))
-    #expect(probe.persistentCount == 10)
-    #expect(probe.transientCount == 500)
-  }
 
-  @inline(never)
-  static func makeStackProbes() -> [AllocProbeStack] {
-    (0..<20).map { _ in AllocProbeStack() }
-  }
+    @Test func generationGrowthIsExact() throws {
+      let recorder = try AllocationRecorder.start(mode: .fullStacks)
+      var first: [AllocProbeGeneration] = (0..<100).map { _ in AllocProbeGeneration() }
+      recorder.markGeneration(label: "first")
+      let second: [AllocProbeGeneration] = (0..<50).map { _ in AllocProbeGeneration() }
+      recorder.markGeneration(label: "second")
+      first.removeLast(50)
+      let recording = recorder.stop()
+      withExtendedLifetime((first, second)) {}
+      let report = Self.report(recording, symbolizer: try Symbolizer())
 
-  @Test func fullStacksSymbolizeToTheAllocatingFunction() throws {
-    let recorder = try AllocationRecorder.start(mode: .fullStacks)
-    let probes = Self.makeStackProbes()
-    let recording = recorder.stop()
-    withExtendedLifetime(probes) {}
-    var analysis = AllocationsAnalysis()
-    let report = analysis.report(from: recording, symbolizer: try Symbolizer())
-    let growth = try #require(report.generations[0].categories.first { $0.name.hasSuffix("AllocProbeStack") })
-    #expect(growth.growthCount == 20)
-    #expect(growth.allocationStack.contains { $0.symbol.contains("makeStackProbes") })
-    #expect(growth.allocationStack.count >= 4)
-    analysis.hideSystemLibraries = true
-    analysis.isAppFrame = { $0.symbol.contains("AllocationRecorderTests") }
-    let hidden = analysis.report(from: recording, symbolizer: try Symbolizer())
-    let hiddenStack = try #require(
-      hidden.generations[0].categories.first { $0.name.hasSuffix("AllocProbeStack") }?.allocationStack)
-    #expect(!hiddenStack.isEmpty && hiddenStack.allSatisfy(\.isApp))
-    // Counts-only records no stacks.
-    let countsOnly = try AllocationRecorder.start(mode: .countsOnly)
-    let more = Self.makeStackProbes()
-    let plain = countsOnly.stop()
-    withExtendedLifetime(more) {}
-    #expect(plain.liveBlocks.allSatisfy { $0.stackID == 0 })
-    #expect(plain.stacks.isEmpty)
-  }
-
-  @Test func reportEncodesToJSON() throws {
-    let recorder = try AllocationRecorder.start(mode: .countsOnly)
-    recorder.markGeneration(label: "only")
-    let probes = (0..<3).map { _ in AllocProbeA() }
-    let report = Self.report(recorder.stop())
-    withExtendedLifetime(probes) {}
-    #expect(report.generations.count == 2)
-    #expect(report.totals.persistentCount >= 3)
-    #expect(AllocationCategory.malloc(sizeClass: 0).name == "Malloc 16 Bytes")
-    #expect(AllocationCategory.malloc(sizeClass: 6).name == "Malloc 1.00 KiB")
-    #expect(AllocationCategory.malloc(sizeClass: 12).name == "Malloc 64.00 KiB")
-    #expect(AllocationCategory.malloc(sizeClass: 16).name == "Malloc 1.00 MiB")
-    #expect(CPerfAlloc_sizeClass(16) == 0 && CPerfAlloc_sizeClass(17) == 1 && CPerfAlloc_sizeClass(1024) == 6)
-  }
-
-  @Test func foundationDispatchAndSwiftCoreCallsAreInterposed() throws {
-    let recorder = try AllocationRecorder.start(mode: .fullStacks)
-    let data = try JSONEncoder().encode(["key": [1, 2, 3], "other": [4, 5, 6]])
-    let queue = DispatchQueue(label: "alloc-probe-queue")
-    let group = DispatchGroup()
-    queue.async(group: group) { _ = data.count }
-    group.wait()
-    let recording = recorder.stop()
-    withExtendedLifetime((data, queue)) {}
-    let symbolizer = try Symbolizer()
-    // The image of each live block's direct malloc caller.
-    var images = Set<String>()
-    for block in recording.liveBlocks {
-      guard let leaf = recording.stacks[block.stackID]?.first else { continue }
-      if let image = symbolizer.frames(at: leaf, isReturnAddress: true).last?.image { images.insert(image) }
+      let name = _typeName(AllocProbeGeneration.self, qualified: true)
+      let instanceSize = try #require(
+        recording.liveBlocks.first { recording.category(for: $0.categoryKey).name == name }?.size)
+      // A mark closes its generation, as in Instruments.
+      #expect(report.generations.map(\.label) == ["first", "second", AllocationsAnalysis.afterLastMarkLabel])
+      #expect(report.generations.map(\.index) == [0, 1, 2])
+      func growth(_ generation: Int) -> AllocationsReport.GrowthCategory? {
+        report.generations[generation].categories.first { $0.name == name }
+      }
+      let g0 = try #require(growth(0))
+      #expect(g0.growthCount == 50 && g0.growthBytes == 50 * instanceSize)
+      let g1 = try #require(growth(1))
+      #expect(g1.growthCount == 50 && g1.growthBytes == 50 * instanceSize)
+      #expect(growth(2) == nil)
+      #expect(g0.allocationStack.contains { $0.symbol.contains("generationGrowthIsExact") })
+      // The second mark saw at least the 50 probes allocated after the first.
+      #expect(report.generations[1].liveBytes >= report.generations[0].liveBytes + 50 * instanceSize)
+      #expect(report.generations[0].endMilliseconds <= report.generations[1].endMilliseconds)
+      #expect(report.timeline.count >= 2)
+      // The peak is sampled (timeline points, marks, stop), so it is at least the heap at
+      // the second mark.
+      #expect(report.totals.peakLiveBytes >= report.generations[1].liveBytes)
+      #expect(report.totals.peakLiveBytes >= report.totals.liveBytesAtEnd)
     }
-    #expect(images.contains { $0.hasPrefix("libswiftCore") }, "\(images)")
-    #expect(images.contains { $0.hasPrefix("libFoundation") }, "\(images)")
-    #expect(images.contains { $0.hasPrefix("libdispatch") }, "\(images)")
+
+    @Test func blocksFromBeforeStartAreIgnored() throws {
+      var early: [AllocProbeBeforeStart] = (0..<200).map { _ in AllocProbeBeforeStart() }
+      let earlyBytes = malloc(123_480)
+      let recorder = try AllocationRecorder.start(mode: .countsOnly)
+      early.removeAll()
+      free(earlyBytes)
+      let recording = recorder.stop()
+      let report = Self.report(recording)
+      #expect(Self.category(report, AllocProbeBeforeStart.self) == nil)
+      #expect(!recording.liveBlocks.contains { $0.size == 123_480 })
+    }
+
+    @Test func notRecordingRecordsNothingAndUsableSizeIsReal() throws {
+      #expect(CPerfAlloc_isRecording() == 0)
+      for size in [0, 1, 15, 16, 17, 100, 1000, 4096, 100_000, 1 << 20] {
+        let block = malloc(size)!
+        #expect(malloc_usable_size(block) >= size)
+        free(block)
+      }
+      // Swift's Array grows its capacity into malloc_usable_size.
+      var array: [UInt8] = []
+      array.reserveCapacity(100)
+      #expect(array.capacity >= 100)
+      // A session started and stopped afterwards saw none of the above.
+      let recorder = try AllocationRecorder.start(mode: .countsOnly)
+      let recording = recorder.stop()
+      #expect(!recording.liveBlocks.contains { $0.size == 1 << 20 })
+      #expect(throws: Never.self) { try AllocationRecorder.start(mode: .countsOnly).stop() }
+    }
+
+    @Test func onlyOneRecorderAtATime() throws {
+      let recorder = try AllocationRecorder.start(mode: .countsOnly)
+      #expect(throws: AllocationRecorderError.self) { try AllocationRecorder.start(mode: .countsOnly) }
+      #expect(throws: AllocationRecorderError.self) { try AllocationRecorder.start(mode: .fullStacks, maxDepth: 0) }
+      _ = recorder.stop()
+      _ = recorder.stop()  // idempotent
+    }
+
+    @Test func forkWhileRecording() throws {
+      let recorder = try AllocationRecorder.start(mode: .fullStacks)
+      let kept = (0..<10).map { _ in AllocProbeFork() }
+      for round in 0..<5 {
+        let pid = fork()
+        #expect(pid >= 0)
+        if pid == 0 {
+          // Child: the tables must be usable (locks released) and nothing is recorded.
+          var objects: [AllocProbeFork] = []
+          for _ in 0..<1000 { objects.append(AllocProbeFork()) }
+          let bytes = malloc(1000)
+          free(bytes)
+          _exit(objects.count == 1000 && CPerfAlloc_isRecording() == 0 ? 0 : 1)
+        }
+        // Parent keeps allocating while the child runs.
+        let more = (0..<100).map { _ in AllocProbeFork() }
+        _ = more.count
+        var status: Int32 = 0
+        #expect(waitpid(pid, &status, 0) == pid)
+        #expect(status == 0, "round \(round): child exit status \(status)")
+      }
+      let recording = recorder.stop()
+      withExtendedLifetime(kept) {}
+      let probe = try #require(Self.category(Self.report(recording), AllocProbeFork.self))
+      #expect(probe.persistentCount == 10)
+      #expect(probe.transientCount == 500)
+    }
+
+    @inline(never)
+    static func makeStackProbes() -> [AllocProbeStack] {
+      (0..<20).map { _ in AllocProbeStack() }
+    }
+
+    @Test func fullStacksSymbolizeToTheAllocatingFunction() throws {
+      let recorder = try AllocationRecorder.start(mode: .fullStacks)
+      let probes = Self.makeStackProbes()
+      let recording = recorder.stop()
+      withExtendedLifetime(probes) {}
+      var analysis = AllocationsAnalysis()
+      let report = analysis.report(from: recording, symbolizer: try Symbolizer())
+      let growth = try #require(report.generations[0].categories.first { $0.name.hasSuffix("AllocProbeStack") })
+      #expect(growth.growthCount == 20)
+      #expect(growth.allocationStack.contains { $0.symbol.contains("makeStackProbes") })
+      #expect(growth.allocationStack.count >= 4)
+      analysis.hideSystemLibraries = true
+      analysis.isAppFrame = { $0.symbol.contains("AllocationRecorderTests") }
+      let hidden = analysis.report(from: recording, symbolizer: try Symbolizer())
+      let hiddenStack = try #require(
+        hidden.generations[0].categories.first { $0.name.hasSuffix("AllocProbeStack") }?.allocationStack)
+      #expect(!hiddenStack.isEmpty && hiddenStack.allSatisfy(\.isApp))
+      // Counts-only records no stacks.
+      let countsOnly = try AllocationRecorder.start(mode: .countsOnly)
+      let more = Self.makeStackProbes()
+      let plain = countsOnly.stop()
+      withExtendedLifetime(more) {}
+      #expect(plain.liveBlocks.allSatisfy { $0.stackID == 0 })
+      #expect(plain.stacks.isEmpty)
+    }
+
+    @Test func reportEncodesToJSON() throws {
+      let recorder = try AllocationRecorder.start(mode: .countsOnly)
+      recorder.markGeneration(label: "only")
+      let probes = (0..<3).map { _ in AllocProbeA() }
+      let report = Self.report(recorder.stop())
+      withExtendedLifetime(probes) {}
+      #expect(report.generations.count == 2)
+      #expect(report.totals.persistentCount >= 3)
+      #expect(AllocationCategory.malloc(sizeClass: 0).name == "Malloc 16 Bytes")
+      #expect(AllocationCategory.malloc(sizeClass: 6).name == "Malloc 1.00 KiB")
+      #expect(AllocationCategory.malloc(sizeClass: 12).name == "Malloc 64.00 KiB")
+      #expect(AllocationCategory.malloc(sizeClass: 16).name == "Malloc 1.00 MiB")
+      #expect(CPerfAlloc_sizeClass(16) == 0 && CPerfAlloc_sizeClass(17) == 1 && CPerfAlloc_sizeClass(1024) == 6)
+    }
+
+    @Test func foundationDispatchAndSwiftCoreCallsAreInterposed() throws {
+      let recorder = try AllocationRecorder.start(mode: .fullStacks)
+      let data = try JSONEncoder().encode(["key": [1, 2, 3], "other": [4, 5, 6]])
+      let queue = DispatchQueue(label: "alloc-probe-queue")
+      let group = DispatchGroup()
+      queue.async(group: group) { _ = data.count }
+      group.wait()
+      let recording = recorder.stop()
+      withExtendedLifetime((data, queue)) {}
+      let symbolizer = try Symbolizer()
+      // The image of each live block's direct malloc caller.
+      var images = Set<String>()
+      for block in recording.liveBlocks {
+        guard let leaf = recording.stacks[block.stackID]?.first else { continue }
+        if let image = symbolizer.frames(at: leaf, isReturnAddress: true).last?.image { images.insert(image) }
+      }
+      #expect(images.contains { $0.hasPrefix("libswiftCore") }, "\(images)")
+      #expect(images.contains { $0.hasPrefix("libFoundation") }, "\(images)")
+      #expect(images.contains { $0.hasPrefix("libdispatch") }, "\(images)")
+    }
   }
 }

@@ -211,7 +211,8 @@ extension ProcessWideRecording {
 
       let second = try SamplingSession.start(SamplerConfiguration())
       let me = CPerfSampler_gettid()
-      _ = Self.burnCPU(nanoseconds: 50_000_000)
+      // Long enough that a busy machine still arms this thread's timer and ticks a few times.
+      _ = Self.burnCPU(nanoseconds: 250_000_000)
       let secondResult = second.stop()
       #expect(secondResult.samples.contains { $0.threadID == me })
       #expect(secondResult.startNanoseconds >= firstResult.stopNanoseconds)

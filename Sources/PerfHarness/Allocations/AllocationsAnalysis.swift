@@ -2,6 +2,9 @@
 /// and transient counts, generation growth with the heaviest allocation stacks, the
 /// live-heap timeline.
 struct AllocationsAnalysis {
+  /// The label of the generation after the last mark.
+  static let afterLastMarkLabel = "After last mark"
+
   /// Growth categories listed per generation.
   var growthCategoryLimit = 10
   /// Decides `isApp` for a frame. The main repo's `ProfileBuilder.isAppCode` also treats
@@ -88,9 +91,12 @@ struct AllocationsAnalysis {
       return result
     }
     var generations: [AllocationsReport.Generation] = []
+    // As in Instruments, a mark closes a generation: the generation labelled with a mark
+    // holds what was allocated since the previous mark (or the start) up to it. What was
+    // allocated after the last mark forms a last generation.
     for index in 0..<generationCount {
-      let mark = marksByIndex[index]
-      let next = marksByIndex[index + 1]
+      let opening = marksByIndex[index]
+      let closing = marksByIndex[index + 1]
       let categoriesOfGeneration = growth[index].sorted { ($0.value.bytes, $1.key) > ($1.value.bytes, $0.key) }
       let top = categoriesOfGeneration.prefix(growthCategoryLimit).map { name, entry in
         let heaviest = entry.stackBytes.max { ($0.value, $1.key) < ($1.value, $0.key) }?.key
@@ -100,12 +106,13 @@ struct AllocationsAnalysis {
       }
       generations.append(
         AllocationsReport.Generation(
-          index: index, label: index == 0 ? "Start" : (mark?.label ?? "Generation \(index)"),
-          startMilliseconds: index == 0 ? 0 : milliseconds(mark?.timestampNanoseconds ?? startNs),
-          endMilliseconds: milliseconds(next?.timestampNanoseconds ?? recording.stopNanoseconds),
+          index: index,
+          label: closing?.label ?? (index == 0 ? "Whole run" : Self.afterLastMarkLabel),
+          startMilliseconds: index == 0 ? 0 : milliseconds(opening?.timestampNanoseconds ?? startNs),
+          endMilliseconds: milliseconds(closing?.timestampNanoseconds ?? recording.stopNanoseconds),
           growthBytes: growth[index].values.reduce(0) { $0 + $1.bytes },
           growthCount: growth[index].values.reduce(0) { $0 + $1.count },
-          liveBytes: index == 0 ? 0 : (mark?.liveBytes ?? 0),
+          liveBytes: closing?.liveBytes ?? recording.liveBytesAtEnd,
           categories: Array(top)))
     }
 
@@ -137,7 +144,8 @@ struct AllocationsAnalysis {
       for frame in symbolizer.frames(at: address, isReturnAddress: true) {
         frames.append(
           AllocationsReport.StackFrame(
-            symbol: frame.symbol, module: frame.swiftModule ?? frame.image, file: frame.file, line: frame.line,
+            symbol: frame.swiftModule != nil ? SymbolName.simplified(frame.symbol) : frame.symbol,
+            module: frame.swiftModule ?? frame.image, file: frame.file, line: frame.line,
             isApp: isAppFrame(frame)))
       }
     }

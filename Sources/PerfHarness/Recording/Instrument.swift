@@ -8,5 +8,5 @@ public enum Instrument: String, CaseIterable, Sendable, Codable {
   case leaks
 
   /// The instruments this build can record.
-  public static var available: [Instrument] { [.time] }
+  public static var available: [Instrument] { [.time, .allocations] }
 }

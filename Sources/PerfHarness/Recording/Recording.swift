@@ -7,6 +7,8 @@ final class Recording {
   private(set) var marks: [GenerationMark] = []
   private let clockStart = ContinuousClock.now
   private let timeProfiler: TimeProfiler?
+  private var allocationRecorder: AllocationRecorder?
+  private var allocationRecording: AllocationRecording?
 
   init(configuration: RecordingConfiguration) {
     self.configuration = configuration
@@ -17,27 +19,50 @@ final class Recording {
 
   func start() throws {
     guard !isRecording else { return }
+    if configuration.instruments.contains(.allocations) && allocationRecorder == nil && allocationRecording == nil {
+      allocationRecorder = try AllocationRecorder.start(mode: configuration.allocationMode)
+    }
     try timeProfiler?.start()
     isRecording = true
   }
 
+  /// Stops the time profiler; allocation tracking runs on to `finish()`, since a block
+  /// allocated and freed while paused would otherwise count wrongly.
   func stop() {
     guard isRecording else { return }
     timeProfiler?.stop()
     isRecording = false
   }
 
+  /// Ends every instrument for good.
+  func finish() {
+    // Allocations first: stopping the time profiler allocates its sample arrays.
+    if let allocationRecorder {
+      allocationRecording = allocationRecorder.stop()
+      self.allocationRecorder = nil
+    }
+    stop()
+  }
+
   func markGeneration(label: String, isMemoryWarning: Bool = false) {
     let elapsed = ContinuousClock.now - clockStart
+    allocationRecorder?.markGeneration(label: label)
     marks.append(
       GenerationMark(
         index: marks.count, label: label, timeMilliseconds: elapsed.milliseconds,
         isMemoryWarning: isMemoryWarning))
   }
 
-  /// The instruments' sections of the report. Call after the last `stop()`.
+  /// The instruments' sections of the report. Call after `finish()`.
   func timeProfileReport() throws -> TimeProfileReport? {
     try timeProfiler?.report()
+  }
+
+  func allocationsReport() throws -> AllocationsReport? {
+    guard let allocationRecording else { return nil }
+    var analysis = AllocationsAnalysis()
+    analysis.isAppFrame = ProfileBuilder.isAppCode
+    return analysis.report(from: allocationRecording, symbolizer: try Symbolizer())
   }
 }
 
@@ -46,14 +71,23 @@ public struct RecordingConfiguration: Sendable {
   public var instruments: Set<Instrument>
   public var sampleRateHz: Int
   public var clock: SamplingClock
+  /// Post the memory-warning notification when the scenario ends, and mark a generation.
+  public var memoryWarningAtEnd: Bool
+  /// Allocation stacks cost about twice as much as types and counts alone.
+  public var allocationStacks: Bool
 
   public init(
-    instruments: Set<Instrument> = Set(Instrument.available), sampleRateHz: Int = 1000, clock: SamplingClock = .cpu
+    instruments: Set<Instrument> = Set(Instrument.available), sampleRateHz: Int = 1000, clock: SamplingClock = .cpu,
+    memoryWarningAtEnd: Bool = false, allocationStacks: Bool = true
   ) {
     self.instruments = instruments
     self.sampleRateHz = sampleRateHz
     self.clock = clock
+    self.memoryWarningAtEnd = memoryWarningAtEnd
+    self.allocationStacks = allocationStacks
   }
+
+  var allocationMode: AllocationRecordingMode { allocationStacks ? .fullStacks : .countsOnly }
 }
 
 extension Duration {

@@ -16,6 +16,8 @@ public struct Report: Codable, Sendable {
   public var checks: [CheckResult]
   /// The Time Profiler's results, when it recorded.
   public var timeProfile: TimeProfileReport?
+  /// The Allocations instrument's results, when it recorded.
+  public var allocations: AllocationsReport?
 
   public static let currentSchemaVersion = 1
 

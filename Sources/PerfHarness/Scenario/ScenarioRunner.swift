@@ -29,14 +29,18 @@ public struct ScenarioRunner {
       status = .crashed
       failure = "the instruments could not start: \(error)"
     }
-    recording.stop()
+    if configuration.memoryWarningAtEnd && status == .passed {
+      context.simulateMemoryWarning()
+    }
+    recording.finish()
     let wallTime = ContinuousClock.now - start
     var timeProfile: TimeProfileReport?
+    var allocations: AllocationsReport?
     do {
       timeProfile = try recording.timeProfileReport()
+      allocations = try recording.allocationsReport()
     } catch {
-      failure = [failure, "the time profile could not be symbolized: \(error)"].compactMap { $0 }.joined(
-        separator: "; ")
+      failure = [failure, "the recording could not be symbolized: \(error)"].compactMap { $0 }.joined(separator: "; ")
     }
     return Report(
       schemaVersion: Report.currentSchemaVersion,
@@ -47,7 +51,7 @@ public struct ScenarioRunner {
         instruments: Instrument.allCases.filter(configuration.instruments.contains)),
       status: status, error: failure, wallTimeMilliseconds: wallTime.milliseconds,
       steps: StepSummary.summaries(of: context.steps), marks: recording.marks, checks: [],
-      timeProfile: timeProfile)
+      timeProfile: timeProfile, allocations: allocations)
   }
 }
 

@@ -30,6 +30,9 @@ public enum RunSummaryText {
     if let timeProfile = report.timeProfile {
       lines.append(TimeProfileText.render(timeProfile).trimmingCharacters(in: .newlines))
     }
+    if let allocations = report.allocations {
+      lines.append(AllocationsText.render(allocations).trimmingCharacters(in: .newlines))
+    }
     if let reportPath {
       lines.append("  report: \(reportPath)")
     }

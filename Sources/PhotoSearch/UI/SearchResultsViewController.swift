@@ -59,7 +59,7 @@ public final class SearchResultsViewController: ViewController, CollectionViewDa
     let key = photo.filteredCacheKey
     let work = environment.backgroundWork
     work.begin()
-    DispatchQueue.global().async {
+    DispatchQueue.global().async(group: work.workers) {
       let filtered = image.applyTonalFilter()
       cache.set(filtered, forKey: key)
       DispatchQueue.main.async {

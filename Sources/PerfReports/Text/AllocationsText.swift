@@ -1,0 +1,70 @@
+import Foundation
+import PerfHarness
+
+/// The Allocations instrument's part of the run summary: categories by persistent bytes
+/// (# Persistent / # Transient) and the generations' growth.
+public enum AllocationsText {
+  /// - Parameters:
+  ///   - filter: show only categories whose name contains this (case-insensitive), like
+  ///     the tutorial's filter field.
+  public static func render(_ allocations: AllocationsReport, categoryLimit: Int = 10, filter: String? = nil) -> String
+  {
+    let totals = allocations.totals
+    var lines: [String] = []
+    lines.append(
+      "  Allocations: \(totals.totalAllocations) allocations (\(formatBytes(totals.totalBytes))); "
+        + "\(totals.persistentCount) persistent (\(formatBytes(totals.persistentBytes))), "
+        + "\(totals.transientCount) transient; peak \(formatBytes(totals.peakLiveBytes))"
+        + (allocations.lost.blocks > 0 ? "; \(allocations.lost.blocks) blocks LOST" : ""))
+    var categories = allocations.categories
+    if let filter, !filter.isEmpty {
+      categories = categories.filter { $0.name.localizedCaseInsensitiveContains(filter) }
+      lines.append("  Categories matching '\(filter)':")
+    }
+    let shown = categories.prefix(categoryLimit)
+    let width = min(60, max(8, shown.map(\.name.count).max() ?? 8))
+    lines.append(
+      "    " + pad("Category", width) + leftPad("# Persistent", 14) + leftPad("# Transient", 13)
+        + leftPad("Persistent", 12) + leftPad("Total", 12))
+    for category in shown {
+      let name = category.name.count > width ? String(category.name.prefix(width - 1)) + "…" : category.name
+      lines.append(
+        "    " + pad(name, width) + leftPad(String(category.persistentCount), 14)
+          + leftPad(String(category.transientCount), 13) + leftPad(formatBytes(category.persistentBytes), 12)
+          + leftPad(formatBytes(category.totalBytes), 12))
+    }
+    if categories.count > shown.count {
+      lines.append("    … \(categories.count - shown.count) more categories")
+    }
+    if allocations.generations.count > 1 {
+      lines.append("  Generations (growth = allocated in the generation and still live at the end):")
+      lines.append(
+        "    " + pad("#", 4) + pad("Generation", 22) + leftPad("Growth", 12) + leftPad("Blocks", 9)
+          + leftPad("Live at mark", 14) + "  Heaviest growth")
+      for generation in allocations.generations {
+        let heaviest =
+          generation.categories.first.map { category in
+            let site = category.allocationStack.first(where: \.isApp).map { " from \($0.symbol)" } ?? ""
+            return "\(category.name) \(formatBytes(category.growthBytes))\(site)"
+          } ?? ""
+        lines.append(
+          "    " + pad(String(generation.index), 4) + pad(generation.label, 22)
+            + leftPad(formatBytes(generation.growthBytes), 12)
+            + leftPad(String(generation.growthCount), 9) + leftPad(formatBytes(generation.liveBytes), 14) + "  "
+            + heaviest)
+      }
+    }
+    return lines.joined(separator: "\n") + "\n"
+  }
+}
+
+/// `512 B`, `1.5 KiB`, `12.3 MiB`.
+public func formatBytes(_ bytes: Int) -> String {
+  let value = Double(bytes)
+  switch abs(value) {
+  case ..<1024: return "\(bytes) B"
+  case ..<(1024 * 1024): return String(format: "%.1f KiB", value / 1024)
+  case ..<(1024 * 1024 * 1024): return String(format: "%.1f MiB", value / 1024 / 1024)
+  default: return String(format: "%.2f GiB", value / 1024 / 1024 / 1024)
+  }
+}
