@@ -11,7 +11,8 @@ let package = Package(
     .library(name: "PhotoSearch", targets: ["PhotoSearch"]),
   ],
   dependencies: [
-    .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2")
+    .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+    .package(url: "https://github.com/jpsim/Yams", from: "6.2.2"),
   ],
   targets: [
     // C primitives: only what must be C (signal handler, unwinding, libdw access).
@@ -32,7 +33,9 @@ let package = Package(
     ),
 
     // The recorder, symbolizer, analyses and the public scenario API.
-    .target(name: "PerfHarness", dependencies: ["CPerfSampler", "CPerfSymbols", "CPerfAlloc"]),
+    .target(
+      name: "PerfHarness",
+      dependencies: ["CPerfSampler", "CPerfSymbols", "CPerfAlloc", .product(name: "Yams", package: "Yams")]),
     // Text, JSON, HTML and export renderers.
     .target(name: "PerfReports", dependencies: ["PerfHarness"]),
     // The command line, as a library so a user's own executable gets the same CLI.
@@ -53,7 +56,8 @@ let package = Package(
 
     // The sample app (a headless model of the Instruments tutorial's app) and its scenarios.
     .target(name: "PhotoSearch"),
-    .target(name: "Scenarios", dependencies: ["PerfHarness", "PhotoSearch"], path: "Scenarios"),
+    .target(
+      name: "Scenarios", dependencies: ["PerfHarness", "PhotoSearch"], path: "Scenarios", exclude: ["thresholds"]),
 
     .testTarget(name: "PhotoSearchTests", dependencies: ["PhotoSearch"]),
     .testTarget(name: "PerfHarnessTests", dependencies: ["PerfHarness"]),

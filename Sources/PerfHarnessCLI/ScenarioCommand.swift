@@ -16,6 +16,7 @@ struct ScenarioCommand: ParsableCommand {
   var names: [String] = []
 
   @OptionGroup var options: ScenarioOptions
+  @OptionGroup var checks: CheckOptions
 
   mutating func validate() throws {
     let catalog = PerfHarnessCLI.currentCatalog
@@ -24,6 +25,12 @@ struct ScenarioCommand: ParsableCommand {
         "unknown scenario '\(name)'; the scenarios are: \(catalog.names.joined(separator: ", "))")
     }
     try options.validate(for: selectedScenarios)
+    _ = try checks.overrides()
+    if checks.check {
+      for scenario in selectedScenarios {
+        _ = try checks.thresholds(for: scenario)
+      }
+    }
   }
 
   var selectedScenarios: [Scenario] {
@@ -45,7 +52,18 @@ struct ScenarioCommand: ParsableCommand {
       let variant = options.variant.map(ScenarioVariant.init(rawValue:)) ?? scenario.variants[0]
       let iterations = options.iterations ?? scenario.defaultIterations
       Progress.report("running \(scenario.name) [\(variant)] ...")
-      let report = runner.run(scenario, variant: variant, iterations: iterations)
+      var report = runner.run(scenario, variant: variant, iterations: iterations)
+      if checks.check {
+        let thresholds = try checks.thresholds(for: scenario)
+        report.checks = ThresholdCheck.evaluate(thresholds, on: report)
+        if report.status == .passed && report.checks.contains(where: { !$0.passed }) {
+          report.status = .failed
+        }
+        if thresholds.isEmpty {
+          report.error =
+            "--check: no thresholds for \(scenario.name) (no \(checks.thresholds)/\(scenario.name).yaml and no limit flags)"
+        }
+      }
       let path = try ReportWriter(directory: options.output).write(report)
       switch options.format {
       case .text:

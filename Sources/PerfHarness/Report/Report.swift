@@ -61,9 +61,19 @@ public struct GenerationMark: Codable, Sendable {
 public struct CheckResult: Codable, Sendable {
   public var name: String
   public var limit: Double
-  public var actual: Double
+  /// nil when nothing measured it (the instrument did not run): such a check fails.
+  public var actual: Double?
   public var passed: Bool
+  /// Which generation or type, and where it was allocated.
   public var detail: String?
+
+  public init(name: String, limit: Double, actual: Double?, passed: Bool, detail: String?) {
+    self.name = name
+    self.limit = limit
+    self.actual = actual
+    self.passed = passed
+    self.detail = detail
+  }
 }
 
 extension StepSummary {

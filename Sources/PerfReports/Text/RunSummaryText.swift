@@ -33,6 +33,9 @@ public enum RunSummaryText {
     if let allocations = report.allocations {
       lines.append(AllocationsText.render(allocations).trimmingCharacters(in: .newlines))
     }
+    if !report.checks.isEmpty {
+      lines.append(ChecksText.render(report.checks).trimmingCharacters(in: .newlines))
+    }
     if let reportPath {
       lines.append("  report: \(reportPath)")
     }
@@ -52,4 +55,27 @@ func pad(_ text: String, _ width: Int) -> String {
 
 func leftPad(_ text: String, _ width: Int) -> String {
   text.count >= width ? text : String(repeating: " ", count: width - text.count) + text
+}
+
+/// The checks of a `--check` run: every limit, and for a failure what and where.
+public enum ChecksText {
+  public static func render(_ checks: [CheckResult]) -> String {
+    guard !checks.isEmpty else { return "" }
+    let failed = checks.filter { !$0.passed }.count
+    var lines = ["  Checks: \(checks.count - failed) passed, \(failed) failed"]
+    let width = min(48, checks.map(\.name.count).max() ?? 10)
+    for check in checks {
+      let limit = format(check.limit, name: check.name)
+      let actual = check.actual.map { format($0, name: check.name) } ?? "not measured"
+      lines.append(
+        "    " + (check.passed ? "pass " : "FAIL ") + pad(check.name, width) + "  limit " + leftPad(limit, 10)
+          + "  actual " + leftPad(actual, 12) + (check.detail.map { "  \($0)" } ?? ""))
+    }
+    return lines.joined(separator: "\n") + "\n"
+  }
+
+  private static func format(_ value: Double, name: String) -> String {
+    let isSize = name.contains("growth") || name.contains("bytes") || name.contains("heap")
+    return isSize ? formatBytes(Int(value)) : String(Int(value))
+  }
 }

@@ -1,0 +1,65 @@
+/// Where a threshold is evaluated: a report against its limits, one check per limit.
+public enum ThresholdCheck {
+  public static func evaluate(_ thresholds: Thresholds, on report: Report) -> [CheckResult] {
+    var results: [CheckResult] = []
+    let allocations = report.allocations
+
+    if let limit = thresholds.maxGrowthPerGeneration {
+      let generations = (allocations?.generations ?? []).dropFirst(thresholds.warmUpGenerations)
+      if allocations != nil, !generations.isEmpty {
+        for generation in generations {
+          let heaviest = generation.categories.first
+          let site = heaviest?.allocationStack.first(where: \.isApp).map { " at \($0.symbol)" } ?? ""
+          results.append(
+            CheckResult(
+              name: "max-growth-per-generation", limit: Double(limit.bytes), actual: Double(generation.growthBytes),
+              passed: generation.growthBytes <= limit.bytes,
+              detail: "generation \(generation.index) '\(generation.label)'"
+                + (heaviest.map { "; heaviest: \($0.name) \(ByteSize(bytes: $0.growthBytes))\(site)" } ?? "")))
+        }
+      } else {
+        results.append(
+          unmeasured(
+            "max-growth-per-generation", limit: Double(limit.bytes),
+            needs: "allocations with generations after the warm-up"))
+      }
+    }
+
+    for (type, limit) in thresholds.maxPersistent.sorted(by: { $0.key < $1.key }) {
+      guard let allocations else {
+        results.append(unmeasured("max-persistent \(type)", limit: Double(limit), needs: "the allocations instrument"))
+        continue
+      }
+      let category = allocations.category(named: type)
+      let actual = category?.persistentCount ?? 0
+      results.append(
+        CheckResult(
+          name: "max-persistent \(type)", limit: Double(limit), actual: Double(actual), passed: actual <= limit,
+          detail: category.map { "\($0.persistentCount) persistent, \($0.transientCount) transient" }
+            ?? "no instance was allocated while recording"))
+    }
+
+    if let limit = thresholds.maxPeakHeap {
+      if let allocations {
+        results.append(
+          CheckResult(
+            name: "max-peak-heap", limit: Double(limit.bytes), actual: Double(allocations.totals.peakLiveBytes),
+            passed: allocations.totals.peakLiveBytes <= limit.bytes, detail: nil))
+      } else {
+        results.append(unmeasured("max-peak-heap", limit: Double(limit.bytes), needs: "the allocations instrument"))
+      }
+    }
+    if let limit = thresholds.maxLeakedBytes {
+      results.append(unmeasured("max-leaked-bytes", limit: Double(limit.bytes), needs: "the leaks instrument"))
+    }
+    if let limit = thresholds.maxCycles {
+      results.append(unmeasured("max-cycles", limit: Double(limit), needs: "the leaks instrument"))
+    }
+    return results
+  }
+
+  /// A limit with nothing to measure it against fails: a gate that silently passes is worse.
+  private static func unmeasured(_ name: String, limit: Double, needs: String) -> CheckResult {
+    CheckResult(name: name, limit: limit, actual: nil, passed: false, detail: "not measured: needs \(needs)")
+  }
+}
