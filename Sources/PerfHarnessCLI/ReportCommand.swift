@@ -24,6 +24,11 @@ struct ReportCommand: ParsableCommand {
   @Option(help: ArgumentHelp("Hide rows below this percentage of the total.", valueName: "percent"))
   var minPercent: Double = 1
 
+  @Option(
+    help: ArgumentHelp(
+      "Show only allocation categories whose name contains this (case-insensitive).", valueName: "text"))
+  var filter: String?
+
   @Option(help: ArgumentHelp("Write folded stacks (flamegraph.pl input) here.", valueName: "path"))
   var folded: String?
 
@@ -48,7 +53,12 @@ struct ReportCommand: ParsableCommand {
 
   func run() throws {
     let report = try StoredReport.read(file)
-    print(RunSummaryText.render(report, reportPath: nil), terminator: "")
+    var summary = report
+    if filter != nil { summary.allocations = nil }
+    print(RunSummaryText.render(summary, reportPath: nil), terminator: "")
+    if let filter, let allocations = report.allocations {
+      print(AllocationsText.render(allocations, categoryLimit: 50, filter: filter), terminator: "")
+    }
     guard let timeProfile = report.timeProfile else {
       print("No time profile in \(file): the run did not record with --instruments time.")
       return

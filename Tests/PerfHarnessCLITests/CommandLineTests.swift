@@ -167,6 +167,21 @@ struct ReportCommandTests {
     #expect(result.standardError.contains(message), "\(result.standardError)")
   }
 
+  @Test("--filter narrows the allocation categories, like Instruments' filter field")
+  func filter() throws {
+    let directory = try temporaryDirectory()
+    defer { try? FileManager.default.removeItem(at: directory) }
+    _ = try perfharness.run(["scenario", "closure-retain-cycles", "--iterations", "2", "--output", directory.path])
+    let report = directory.appendingPathComponent("closure-retain-cycles/starter/report.json").path
+    let result = try perfharness.run(["report", report, "--filter", "viewcontroller"])
+    #expect(result.status == 0)
+    let rows = result.standardOutput.split(separator: "\n").drop { !$0.contains("Categories matching") }.dropFirst(2)
+      .prefix { $0.hasPrefix("    ") && !$0.contains("Generations") }
+    #expect(!rows.isEmpty)
+    #expect(rows.allSatisfy { $0.lowercased().contains("viewcontroller") }, "\(rows)")
+    #expect(rows.contains { $0.contains("PhotoSearch.SearchResultsViewController") && $0.contains(" 2 ") })
+  }
+
   @Test("unknown call tree options exit 64 with the accepted forms")
   func badOptions() throws {
     let result = try perfharness.run(["report", "whatever.json", "--call-tree", "invert,sideways"])
