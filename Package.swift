@@ -49,6 +49,9 @@ let package = Package(
     .executableTarget(name: "perfharness", dependencies: ["PerfHarnessCLI", "Scenarios"]),
     // `make bench`: overhead figures against their targets.
     .executableTarget(name: "perfharness-bench", dependencies: ["PerfHarness"]),
+    // Scenarios that crash or hang, for the robustness tests.
+    .executableTarget(
+      name: "perfharness-fixtures", dependencies: ["PerfHarnessCLI", "PerfHarness"], path: "Tests/Fixtures/Scenarios"),
     // The README's example of a user's own scenarios, on the public API only.
     .executableTarget(
       name: "perfharness-example", dependencies: ["PerfHarnessCLI", "PerfHarness"],

@@ -9,7 +9,9 @@ struct ScenarioCommand: ParsableCommand {
     abstract: "Run scenarios under the instruments and write their reports.",
     discussion: """
       With no NAME every scenario runs. Reports go to DIR/<scenario>/<variant>/report.json. \
-      --format json prints each report as one line of JSON (JSON Lines) on stdout.
+      --format json prints each report as one line of JSON (JSON Lines) on stdout. Each \
+      scenario runs in a child process: a crash or a --timeout is reported (exit 3) with the \
+      signal and the crashing stack.
       """)
 
   @Argument(help: "Scenarios to run (default: all). See 'perfharness list'.")
@@ -40,6 +42,8 @@ struct ScenarioCommand: ParsableCommand {
 
   func run() throws {
     let reports = try MainActor.assumeIsolated { try runAll() }
+    // A child hands its report over in the file; the parent decides the exit code.
+    if options.childResult != nil { return }
     if reports.contains(where: { $0.status == .crashed }) { throw ExitCodes.crashed }
     if reports.contains(where: { $0.status == .failed }) { throw ExitCodes.checkFailed }
   }
@@ -52,7 +56,16 @@ struct ScenarioCommand: ParsableCommand {
       let variant = options.variant.map(ScenarioVariant.init(rawValue:)) ?? scenario.variants[0]
       let iterations = options.iterations ?? scenario.defaultIterations
       Progress.report("running \(scenario.name) [\(variant)] ...")
-      var report = runner.run(scenario, variant: variant, iterations: iterations)
+      if let childResult = options.childResult {
+        // The child's half of ScenarioProcess: run, hand the report over, print nothing.
+        let report = runner.run(scenario, variant: variant, iterations: iterations)
+        try ReportJSON.encode(report, pretty: false).write(to: URL(fileURLWithPath: childResult))
+        return [report]
+      }
+      var report =
+        options.inProcess
+        ? runner.run(scenario, variant: variant, iterations: iterations)
+        : try ScenarioProcess(options: options).run(scenario, variant: variant, iterations: iterations)
       if checks.check {
         let thresholds = try checks.thresholds(for: scenario)
         report.checks = ThresholdCheck.evaluate(thresholds, on: report)

@@ -39,6 +39,17 @@ struct ScenarioOptions: ParsableArguments {
     help: "Record allocation types and counts only, without stacks (cheaper).")
   var noAllocationStacks = false
 
+  @Option(help: ArgumentHelp("Kill a scenario that runs longer than this many seconds (exit 3).", valueName: "seconds"))
+  var timeout: Int = 600
+
+  @Flag(
+    name: .customLong("in-process"),
+    help: "Run scenarios in this process instead of a child process (no crash isolation).")
+  var inProcess = false
+
+  @Option(name: .customLong("child-result"), help: .hidden)
+  var childResult: String?
+
   @Option(help: ArgumentHelp("Directory the reports are written under.", valueName: "dir"))
   var output: String = "Reports"
 
@@ -55,6 +66,9 @@ struct ScenarioOptions: ParsableArguments {
     }
     if let iterations, iterations < 1 {
       throw ValidationError("--iterations must be a positive integer, got \(iterations)")
+    }
+    guard (1...86_400).contains(timeout) else {
+      throw ValidationError("--timeout must be between 1 and 86400 seconds, got \(timeout)")
     }
     guard (1...10_000).contains(sampleRate) else {
       throw ValidationError("--sample-rate must be between 1 and 10000 Hz, got \(sampleRate)")

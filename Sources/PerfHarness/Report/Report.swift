@@ -18,6 +18,8 @@ public struct Report: Codable, Sendable {
   public var timeProfile: TimeProfileReport?
   /// The Allocations instrument's results, when it recorded.
   public var allocations: AllocationsReport?
+  /// How the scenario's process died, when it crashed or timed out.
+  public var crash: CrashInfo?
 
   public static let currentSchemaVersion = 1
 
@@ -31,6 +33,39 @@ public struct Report: Codable, Sendable {
     public var variant: String
     public var iterations: Int
     public var instruments: [Instrument]
+  }
+}
+
+/// How a scenario's process died.
+public struct CrashInfo: Codable, Sendable {
+  /// The signal that ended it (`SIGSEGV`), when a signal did.
+  public var signal: String?
+  public var timedOut: Bool
+  /// The crashing thread's stack as the Swift runtime's backtracer printed it.
+  public var stack: [String]
+  /// The last lines the process wrote to stderr.
+  public var standardErrorTail: [String]
+
+  public init(signal: String?, timedOut: Bool, stack: [String], standardErrorTail: [String]) {
+    self.signal = signal
+    self.timedOut = timedOut
+    self.stack = stack
+    self.standardErrorTail = standardErrorTail
+  }
+}
+
+extension Report {
+  /// The report of a run whose process died before it could write its own.
+  public static func crashed(
+    scenario: String, variant: String, iterations: Int, instruments: [Instrument], error: String,
+    wallTimeMilliseconds: Double, crash: CrashInfo
+  ) -> Report {
+    Report(
+      schemaVersion: currentSchemaVersion, tool: .init(name: "perfharness", version: PerfHarnessVersion.current),
+      environment: .current(),
+      scenario: .init(name: scenario, variant: variant, iterations: iterations, instruments: instruments),
+      status: .crashed, error: error, wallTimeMilliseconds: wallTimeMilliseconds, steps: [], marks: [], checks: [],
+      timeProfile: nil, allocations: nil, crash: crash)
   }
 }
 

@@ -51,7 +51,7 @@ public struct ScenarioRunner {
         instruments: Instrument.allCases.filter(configuration.instruments.contains)),
       status: status, error: failure, wallTimeMilliseconds: wallTime.milliseconds,
       steps: StepSummary.summaries(of: context.steps), marks: recording.marks, checks: [],
-      timeProfile: timeProfile, allocations: allocations)
+      timeProfile: timeProfile, allocations: allocations, crash: nil)
   }
 }
 

@@ -1,0 +1,125 @@
+import Foundation
+import PerfHarness
+import PerfReports
+
+/// Runs one scenario in a child process (this executable, `scenario NAME --child-result
+/// FILE`), so that a crash or a hang ends the child, not the harness: the harness then
+/// still writes a report naming the signal and the crashing stack, and exits 3.
+struct ScenarioProcess {
+  var options: ScenarioOptions
+
+  func run(_ scenario: Scenario, variant: ScenarioVariant, iterations: Int) throws -> Report {
+    let result = FileManager.default.temporaryDirectory.appendingPathComponent(
+      "perfharness-\(getpid())-\(UUID().uuidString).json")
+    defer { try? FileManager.default.removeItem(at: result) }
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+    process.arguments = childArguments(scenario.name, variant: variant, iterations: iterations, result: result.path)
+    let errors = Pipe()
+    process.standardError = errors
+    process.standardOutput = FileHandle.standardError
+    let collected = StandardErrorCollector(errors.fileHandleForReading)
+    let start = ContinuousClock.now
+    do {
+      try process.run()
+    } catch {
+      throw HarnessError("cannot start the scenario process \(process.executableURL?.path ?? "?"): \(error)")
+    }
+    let deadline = start + .seconds(options.timeout)
+    var timedOut = false
+    while process.isRunning {
+      if ContinuousClock.now > deadline {
+        timedOut = true
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+        break
+      }
+      usleep(5_000)
+    }
+    process.waitUntilExit()
+    let standardError = collected.finish()
+    let wallTime = (ContinuousClock.now - start).components
+    let milliseconds = Double(wallTime.seconds) * 1000 + Double(wallTime.attoseconds) / 1e15
+
+    if !timedOut, process.terminationReason == .exit, process.terminationStatus == 0,
+      let data = try? Data(contentsOf: result)
+    {
+      return try ReportJSON.decode(data)
+    }
+    let lines = standardError.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+    let signal: String? =
+      timedOut
+      ? "SIGKILL" : process.terminationReason == .uncaughtSignal ? Self.signalName(process.terminationStatus) : nil
+    let error: String
+    if timedOut {
+      error = "the scenario timed out after \(options.timeout) s (--timeout) and was killed"
+    } else if let signal {
+      error = "the scenario crashed with \(signal)" + (Self.fatalMessage(lines).map { ": \($0)" } ?? "")
+    } else {
+      error = "the scenario process exited with status \(process.terminationStatus) without a report"
+    }
+    // The child's own words go on to our stderr: the person running it sees the backtrace.
+    FileHandle.standardError.write(Data(standardError.utf8))
+    return Report.crashed(
+      scenario: scenario.name, variant: variant.rawValue, iterations: iterations,
+      instruments: Instrument.allCases.filter(options.recordingConfiguration.instruments.contains), error: error,
+      wallTimeMilliseconds: milliseconds,
+      crash: CrashInfo(
+        signal: signal, timedOut: timedOut, stack: Self.crashingStack(lines), standardErrorTail: Array(lines.suffix(40))
+      ))
+  }
+
+  private func childArguments(_ name: String, variant: ScenarioVariant, iterations: Int, result: String) -> [String] {
+    let configuration = options.recordingConfiguration
+    let instruments = Instrument.allCases.filter(configuration.instruments.contains).map(\.rawValue)
+    var arguments = [
+      "scenario", name, "--variant", variant.rawValue, "--iterations", String(iterations),
+      "--instruments", instruments.isEmpty ? "none" : instruments.joined(separator: ","),
+      "--sample-rate", String(configuration.sampleRateHz), "--clock", configuration.clock.rawValue,
+      "--child-result", result,
+    ]
+    if configuration.memoryWarningAtEnd { arguments.append("--memory-warning") }
+    if !configuration.allocationStacks { arguments.append("--no-allocation-stacks") }
+    return arguments
+  }
+
+  static func signalName(_ number: Int32) -> String {
+    let names: [Int32: String] = [
+      SIGSEGV: "SIGSEGV", SIGABRT: "SIGABRT", SIGBUS: "SIGBUS", SIGILL: "SIGILL", SIGFPE: "SIGFPE",
+      SIGTRAP: "SIGTRAP", SIGKILL: "SIGKILL", SIGTERM: "SIGTERM", SIGINT: "SIGINT", SIGPIPE: "SIGPIPE",
+    ]
+    return names[number] ?? "signal \(number)"
+  }
+
+  /// The Swift runtime prints "Fatal error: …" before a trap.
+  static func fatalMessage(_ lines: [String]) -> String? {
+    lines.first { $0.contains("Fatal error:") }.map { $0.trimmingCharacters(in: .whitespaces) }
+  }
+
+  /// The backtracer's block for the crashed thread: from "Thread N … crashed:" to the next
+  /// blank line.
+  static func crashingStack(_ lines: [String]) -> [String] {
+    guard let start = lines.firstIndex(where: { $0.hasPrefix("Thread ") && $0.hasSuffix("crashed:") }) else {
+      return []
+    }
+    return Array(lines[(start + 1)...].drop { $0.isEmpty }.prefix { !$0.isEmpty }.prefix(64))
+  }
+}
+
+/// Drains a pipe on its own thread, so a chatty child never blocks on a full pipe.
+final class StandardErrorCollector: @unchecked Sendable {
+  private let done = DispatchSemaphore(value: 0)
+  private var data = Data()
+
+  init(_ handle: FileHandle) {
+    Thread {
+      self.data = handle.readDataToEndOfFile()
+      self.done.signal()
+    }.start()
+  }
+
+  func finish() -> String {
+    done.wait()
+    return String(decoding: data, as: UTF8.self)
+  }
+}
