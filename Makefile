@@ -21,6 +21,7 @@ setup:
 	  $$sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
 	  $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 	fi
+	@python3 -c "import jsonschema" 2>/dev/null || python3 -m pip install --quiet jsonschema
 	@$(SWIFT) package resolve >/dev/null
 
 build: setup

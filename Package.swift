@@ -37,7 +37,7 @@ let package = Package(
       name: "PerfHarness",
       dependencies: ["CPerfSampler", "CPerfSymbols", "CPerfAlloc", .product(name: "Yams", package: "Yams")]),
     // Text, JSON, HTML and export renderers.
-    .target(name: "PerfReports", dependencies: ["PerfHarness"]),
+    .target(name: "PerfReports", dependencies: ["PerfHarness"], exclude: ["Schema"]),
     // The command line, as a library so a user's own executable gets the same CLI.
     .target(
       name: "PerfHarnessCLI",

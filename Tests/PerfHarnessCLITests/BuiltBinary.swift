@@ -43,6 +43,10 @@ struct BuiltBinary {
     let outData = output.fileHandleForReading.readDataToEndOfFile()
     let errData = error.fileHandleForReading.readDataToEndOfFile()
     process.waitUntilExit()
+    // Every report a test makes is checked against the published JSON Schema.
+    if let flag = arguments.firstIndex(of: "--output"), flag + 1 < arguments.count {
+      try ReportSchema.validateReports(under: URL(fileURLWithPath: arguments[flag + 1]))
+    }
     return Result(
       status: process.terminationStatus, standardOutput: String(decoding: outData, as: UTF8.self),
       standardError: String(decoding: errData, as: UTF8.self))
@@ -54,4 +58,41 @@ func temporaryDirectory() throws -> URL {
   let url = FileManager.default.temporaryDirectory.appendingPathComponent("perfharness-\(UUID().uuidString)")
   try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
   return url
+}
+
+/// Validates reports against Sources/PerfReports/Schema/report-v1.schema.json with
+/// Python's jsonschema (installed by `make setup`).
+enum ReportSchema {
+  static let schema = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+    .deletingLastPathComponent().appendingPathComponent("Sources/PerfReports/Schema/report-v1.schema.json")
+
+  struct Violation: Error, CustomStringConvertible {
+    var description: String
+  }
+
+  static func validateReports(under directory: URL) throws {
+    let script = """
+      import json, sys, pathlib, jsonschema
+      schema = json.load(open(sys.argv[1]))
+      validator = jsonschema.Draft202012Validator(schema)
+      bad = 0
+      for path in sorted(pathlib.Path(sys.argv[2]).rglob("report.json")):
+          for error in validator.iter_errors(json.load(open(path))):
+              bad += 1
+              print(f"{path}: {'/'.join(map(str, error.absolute_path))}: {error.message[:200]}")
+      sys.exit(1 if bad else 0)
+      """
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+    process.arguments = ["python3", "-c", script, schema.path, directory.path]
+    let output = Pipe()
+    process.standardOutput = output
+    process.standardError = output
+    try process.run()
+    let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+    process.waitUntilExit()
+    guard process.terminationStatus == 0 else {
+      throw Violation(description: "reports do not match the JSON Schema (make setup installs jsonschema):\n\(text)")
+    }
+  }
 }
