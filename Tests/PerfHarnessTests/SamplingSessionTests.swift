@@ -158,9 +158,11 @@ extension ProcessWideRecording {
       var configuration = SamplerConfiguration()
       configuration.bufferBytes = 4096
       let session = try SamplingSession.start(configuration)
-      _ = Self.burnCPU(nanoseconds: 200_000_000)
+      // Deep stacks make every sample big (over 800 bytes), so a handful fill 4 KB
+      // whatever the machine's load does to the number of ticks.
+      _ = Self.recurse(100, 300_000_000)
       let result = session.stop()
-      #expect(result.lostSamples > 0)
+      #expect(result.lostSamples > 0, "signals \(result.signalsReceived), samples \(result.samples.count)")
       let bytes = result.samples.reduce(0) { $0 + 24 + $1.frames.count * 8 }
       #expect(bytes <= 4096)
       #expect(result.signalsReceived == result.samples.count + result.lostSamples)
