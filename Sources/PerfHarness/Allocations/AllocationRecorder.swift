@@ -15,25 +15,6 @@ enum AllocationRecordingMode: String, Sendable, CaseIterable, Codable {
   case fullStacks
 }
 
-struct AllocationRecorderError: Error, CustomStringConvertible {
-  enum Code: String, Sendable {
-    case invalidConfiguration
-    case alreadyRunning
-    case systemCallFailed
-    case invalidState
-  }
-
-  var code: Code
-  var message: String
-  var errnoValue: Int32?
-
-  var description: String {
-    if let errnoValue {
-      return "\(code.rawValue): \(message) (errno \(errnoValue): \(String(cString: strerror(errnoValue))))"
-    }
-    return "\(code.rawValue): \(message)"
-  }
-}
 
 /// A block allocated while recording and still live when recording stopped.
 struct RecordedBlock: Sendable, Hashable {

@@ -49,26 +49,6 @@ struct SamplingResult: Sendable {
   var stopNanoseconds: UInt64
 }
 
-struct SamplingError: Error, CustomStringConvertible {
-  enum Code: String, Sendable {
-    case invalidConfiguration
-    case alreadyRunning
-    case systemCallFailed
-    case invalidState
-  }
-
-  var code: Code
-  var message: String
-  /// errno of the failing call, when a call failed.
-  var errnoValue: Int32?
-
-  var description: String {
-    if let errnoValue {
-      return "\(code.rawValue): \(message) (errno \(errnoValue): \(String(cString: strerror(errnoValue))))"
-    }
-    return "\(code.rawValue): \(message)"
-  }
-}
 
 /// One recording. Only one session can record at a time in a process; stop it (or drop
 /// it) before starting the next.
