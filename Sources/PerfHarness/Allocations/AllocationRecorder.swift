@@ -15,7 +15,6 @@ enum AllocationRecordingMode: String, Sendable, CaseIterable, Codable {
   case fullStacks
 }
 
-
 /// A block allocated while recording and still live when recording stopped.
 struct RecordedBlock: Sendable, Hashable {
   var address: UInt

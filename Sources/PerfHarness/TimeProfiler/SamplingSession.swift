@@ -49,7 +49,6 @@ struct SamplingResult: Sendable {
   var stopNanoseconds: UInt64
 }
 
-
 /// One recording. Only one session can record at a time in a process; stop it (or drop
 /// it) before starting the next.
 final class SamplingSession: Sendable {
