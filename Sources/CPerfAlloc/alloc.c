@@ -74,6 +74,14 @@ static inline uint64_t microsSinceStart(void) {
   return (uint64_t)(((unsigned __int128)delta * g_microsPerTsc32) >> 32);
 }
 
+// Reading the TSC costs ~17 ns on this VM (more than the rest of the recording path), so
+// the hooks read it only every CLOCK_EVERY allocations per thread and publish the reading
+// in g_nowMicros; blocks are stamped with the latest published reading. The timeline is
+// sampled on those reads, with an exact time.
+#define CLOCK_EVERY 16
+static _Atomic uint64_t g_nowMicros;  // latest reading of any thread, microseconds since start
+static TLS uint32_t t_clockCountdown;
+
 static void calibrateClock(void) {
   uint64_t t0 = monotonicNs(), c0 = __rdtsc();
   uint64_t t1, c1;
@@ -137,7 +145,10 @@ static uint64_t sizeKey(uint64_t size) { return ((uint64_t)CPerfAlloc_sizeClass(
 //   w2: stackId (32 bits) | microseconds since start << 32 (wraps after 71 minutes)
 // Tables grow by 1.5x at 3/4 load, so a live block costs 32-48 bytes of table.
 
-#define STRIPES 64
+#ifndef STRIPE_BITS
+#define STRIPE_BITS 6
+#endif
+#define STRIPES (1 << STRIPE_BITS)
 #define INITIAL_SLOTS 256
 #define FREED_SLOTS 4096
 #define KEY_EMPTY 0ull
@@ -183,11 +194,11 @@ static inline uint64_t hashAddress(uint64_t key) {
   return h ^ (h >> 29);
 }
 
-static inline Stripe *stripeFor(uint64_t h) { return &g_stripes[h >> 58]; }
+static inline Stripe *stripeFor(uint64_t h) { return &g_stripes[h >> (64 - STRIPE_BITS)]; }
 
 // Multiply-shift range reduction: any capacity works, so tables can grow by 1.5x.
 static inline uint64_t slotIndex(uint64_t h, uint64_t capacity) {
-  return (uint64_t)(((unsigned __int128)(h << 6) * capacity) >> 64);
+  return (uint64_t)(((unsigned __int128)(h << STRIPE_BITS) * capacity) >> 64);
 }
 
 static bool stripeMap(Stripe *s, uint64_t capacity) {
@@ -221,13 +232,41 @@ static bool stripeReserve(Stripe *s) {
   return stripeMap(s, capacity);
 }
 
-static void freedAdd(Stripe *s, uint64_t key, uint64_t size) {
-  if (UNLIKELY(!s->freed)) {
-    s->freed = mapBytes(pageRound(FREED_SLOTS * sizeof(FreedSlot)));
-    if (!s->freed) { s->lostFreedKeys++; return; }
+// Backward-shift deletion (no tombstones): later slots of the probe run move back into
+// the hole unless that would put them before their home slot. Called with the lock held.
+static void stripeErase(Stripe *s, uint64_t i) {
+  Slot *slots = s->slots;
+  uint64_t capacity = s->capacity;
+  uint64_t j = i;
+  for (;;) {
+    j = (j + 1 == capacity) ? 0 : j + 1;
+    uint64_t k = slots[j].w0 & ADDR_MASK;
+    if (k == KEY_EMPTY) break;
+    if (k == KEY_TOMBSTONE) continue;  // none are made any more; a hole cannot move past one
+    uint64_t home = slotIndex(hashAddress(k), capacity);
+    // Slot j may fill the hole at i unless its home lies cyclically in (i, j].
+    bool homeInRange = (i <= j) ? (home > i && home <= j) : (home > i || home <= j);
+    if (homeInRange) continue;
+    slots[i] = slots[j];
+    i = j;
   }
-  // Keys are metadata pointers or small odd numbers: mix before indexing.
+  slots[i].w0 = KEY_EMPTY;
+  s->used--;
+}
+
+__attribute__((noinline, cold)) static bool freedMap(Stripe *s) {
+  s->freed = mapBytes(pageRound(FREED_SLOTS * sizeof(FreedSlot)));
+  if (!s->freed) s->lostFreedKeys++;
+  return s->freed != NULL;
+}
+
+static inline void freedAdd(Stripe *s, uint64_t key, uint64_t size) {
+  if (UNLIKELY(!s->freed) && !freedMap(s)) return;
+  // Keys are metadata pointers or small odd numbers: mix before indexing. The tables are
+  // page-aligned, so without the per-stripe offset one key would land in the same cache
+  // set in all 64 tables and keep evicting itself.
   uint64_t i = (key * 0x9E3779B97F4A7C15ull) >> 52;  // 12 bits: FREED_SLOTS == 4096
+  i = (i + (uint64_t)(s - g_stripes) * 43) & (FREED_SLOTS - 1);
   for (uint64_t probes = 0; probes < FREED_SLOTS; probes++) {
     FreedSlot *f = &s->freed[i];
     if (f->key == key || f->count == 0) {
@@ -263,10 +302,12 @@ static _Atomic uint64_t g_stackArenaUsed;
 static _Atomic uint64_t g_stackCount;
 static _Atomic uint64_t g_lostStacks;
 
-static uint32_t stackIntern(const uint64_t *frames, uint32_t depth) {
+// `partial` is the rotate-xor of the frames, accumulated by the walk (stackHashStep).
+static inline uint64_t stackHashStep(uint64_t h, uint64_t frame) { return ((h << 7) | (h >> 57)) ^ frame; }
+
+static uint32_t stackIntern(const uint64_t *frames, uint32_t depth, uint64_t partial) {
   // Rotate-xor keeps the per-frame dependency chain to two cycles; one multiply mixes.
-  uint64_t h = depth;
-  for (uint32_t i = 0; i < depth; i++) h = ((h << 7) | (h >> 57)) ^ frames[i];
+  uint64_t h = partial ^ ((uint64_t)depth << 56);
   h *= 0x9E3779B97F4A7C15ull;
   h ^= h >> 29;
   if (h < 2) h += 2;
@@ -367,23 +408,95 @@ static void lookUpStackBounds(uintptr_t sp) {
 
 // `frame` is the hook's frame: frame[0] the caller's frame pointer, frame[1] the return
 // address into malloc's caller (the public hooks tail-call the recording functions).
-static uint32_t captureStack(uintptr_t *frame, uint64_t *out, int maxDepth) {
+// Fills `reads` with the (next, ret) word pairs it read, frame by frame (up to
+// STACK_CACHE_FRAMES; *readCount is the number of pairs read, or UINT32_MAX if more),
+// and *hash with the frames' running hash.
+#define STACK_CACHE_FRAMES 64
+#define STACK_CACHE_ENTRIES 4
+static uint32_t captureStack(uintptr_t *frame, uint64_t *out, int maxDepth, uintptr_t (*reads)[2],
+                             uint32_t *readCount, uint64_t *hash) {
   uintptr_t sp = (uintptr_t)frame;
+  *readCount = UINT32_MAX;
+  *hash = 0;
   if (UNLIKELY(t_stackHi == 0)) lookUpStackBounds(sp);
   uintptr_t hi = t_stackHi;
   if (hi <= 1 || sp < t_stackLo || sp >= hi) return 0;
-  uint32_t depth = 0;
+  uint32_t depth = 0, count = 0;
+  uint64_t h = 0;
   uintptr_t fp = sp;
   while ((int)depth < maxDepth) {
     if (fp < sp || fp + 16 > hi || (fp & 7)) break;
     uintptr_t next = ((uintptr_t *)fp)[0];
     uintptr_t ret = ((uintptr_t *)fp)[1];
+    if (count < STACK_CACHE_FRAMES) {
+      reads[count][0] = next;
+      reads[count][1] = ret;
+    }
+    count++;
     if (ret < 4096) break;
     out[depth++] = ret;
+    h = stackHashStep(h, ret);
     if (next <= fp) break;
     fp = next;
   }
+  *hash = h;
+  if (count <= STACK_CACHE_FRAMES) *readCount = count;
   return depth;
+}
+
+// Per-thread cache of the last stacks walked. The walk is a function of its start (the
+// hook's frame), the thread's stack bounds, maxDepth and the words it reads; an entry
+// keeps the words read, so if memory still holds them at the same addresses the walk
+// would give the same frames, and the entry's stack id is exact. Checking needs no
+// pointer chasing: the addresses are known, so the loads run in parallel.
+typedef struct StackCacheEntry {
+  uint64_t session;  // g_session when filled; 0 never matches
+  uintptr_t start;
+  uint32_t stackId;
+  uint32_t readCount;
+  uintptr_t reads[STACK_CACHE_FRAMES][2];  // (next frame pointer, return address)
+} StackCacheEntry;
+static TLS StackCacheEntry t_stackCache[STACK_CACHE_ENTRIES];
+static TLS uint32_t t_stackCacheNext;
+static uint64_t g_session;  // incremented by every start
+
+static inline bool stackCacheMatches(const StackCacheEntry *e, uintptr_t start) {
+  if (e->session != g_session || e->start != start) return false;
+  uintptr_t fp = start;
+  uint32_t n = e->readCount;
+  uintptr_t diff = 0;
+  for (uint32_t k = 0; k < n; k++) {
+    diff |= (((uintptr_t *)fp)[0] ^ e->reads[k][0]) | (((uintptr_t *)fp)[1] ^ e->reads[k][1]);
+    fp = e->reads[k][0];
+  }
+  return diff == 0;
+}
+
+// The cached stack id for a walk from `frame`, or 0 with *found false.
+static inline uint32_t stackCacheLookUp(uintptr_t *frame, bool *found) {
+  uintptr_t start = (uintptr_t)frame;
+  uint32_t first = t_stackCacheNext;
+  for (uint32_t i = 0; i < STACK_CACHE_ENTRIES; i++) {
+    // Newest first: entry (next - 1), (next - 2), ...
+    const StackCacheEntry *e = &t_stackCache[(first + STACK_CACHE_ENTRIES - 1 - i) % STACK_CACHE_ENTRIES];
+    if (stackCacheMatches(e, start)) {
+      *found = true;
+      return e->stackId;
+    }
+  }
+  *found = false;
+  return 0;
+}
+
+static void stackCacheStore(uintptr_t *frame, uint32_t stackId, uintptr_t (*reads)[2], uint32_t readCount) {
+  if (readCount > STACK_CACHE_FRAMES || stackId == 0) return;
+  StackCacheEntry *e = &t_stackCache[t_stackCacheNext % STACK_CACHE_ENTRIES];
+  t_stackCacheNext = (t_stackCacheNext + 1) % STACK_CACHE_ENTRIES;
+  e->session = g_session;
+  e->start = (uintptr_t)frame;
+  e->stackId = stackId;
+  e->readCount = readCount;
+  memcpy(e->reads, reads, (size_t)readCount * sizeof(reads[0]));
 }
 
 // MARK: - Swift object recognition
@@ -504,9 +617,27 @@ static void recordAlloc(void *pointer, size_t size, uintptr_t *frame) {
   uint64_t address = (uint64_t)(uintptr_t)pointer;
   bool object = isObjectAllocation(frame);
   uint64_t frames[CPerfAlloc_MaxDepth];
-  uint32_t depth = 0;
-  if (g_mode == CPerfAlloc_ModeFullStacks) depth = captureStack(frame, frames, g_maxDepth);
-  uint64_t micros = microsSinceStart();
+  uintptr_t reads[STACK_CACHE_FRAMES][2];
+  uint32_t depth = 0, readCount = 0, stackId = 0;
+  uint64_t stackHash = 0;
+  bool cached = false;
+  if (g_mode == CPerfAlloc_ModeFullStacks) {
+    stackId = stackCacheLookUp(frame, &cached);
+    if (!cached) depth = captureStack(frame, frames, g_maxDepth, reads, &readCount, &stackHash);
+  }
+  uint64_t micros;
+  bool clockRead = false;
+  if (UNLIKELY(t_clockCountdown == 0)) {
+    t_clockCountdown = CLOCK_EVERY - 1;
+    micros = microsSinceStart();
+    clockRead = true;
+    uint64_t seen = atomic_load_explicit(&g_nowMicros, memory_order_relaxed);
+    while (micros > seen && !atomic_compare_exchange_weak_explicit(&g_nowMicros, &seen, micros, memory_order_relaxed, memory_order_relaxed)) {
+    }
+  } else {
+    t_clockCountdown--;
+    micros = atomic_load_explicit(&g_nowMicros, memory_order_relaxed);
+  }
   uint64_t key = address >> 4;
   uint64_t h = hashAddress(key);
   Stripe *s = stripeFor(h);
@@ -520,7 +651,10 @@ static void recordAlloc(void *pointer, size_t size, uintptr_t *frame) {
     spinUnlock(&s->lock);
     return;
   }
-  uint32_t stackId = depth ? stackIntern(frames, depth) : 0;
+  if (depth) {
+    stackId = stackIntern(frames, depth, stackHash);
+    stackCacheStore(frame, stackId, reads, readCount);
+  }
   uint64_t generation = atomic_load_explicit(&g_generation, memory_order_relaxed);
   if (generation > 0xFFFF) generation = 0xFFFF;
   uint64_t size40 = size > SIZE_MASK ? SIZE_MASK : size;
@@ -556,7 +690,7 @@ static void recordAlloc(void *pointer, size_t size, uintptr_t *frame) {
   __atomic_store_n(&s->liveBytes, s->liveBytes + size, __ATOMIC_RELAXED);
   s->allocations++;
   s->allocatedBytes += size;
-  timelineMaybeSample(micros);
+  if (UNLIKELY(clockRead)) timelineMaybeSample(micros);
   spinUnlock(&s->lock);
 }
 
@@ -588,14 +722,7 @@ static bool takeBlock(void *pointer, Slot *out, bool aggregate) {
     i = (i + 1 == capacity) ? 0 : i + 1;
   }
   *out = s->slots[i];
-  uint64_t next = (i + 1 == capacity) ? 0 : i + 1;
-  // Linear probing: a slot followed by an empty one can become empty again.
-  if ((s->slots[next].w0 & ADDR_MASK) == KEY_EMPTY) {
-    s->slots[i].w0 = KEY_EMPTY;
-    s->used--;
-  } else {
-    s->slots[i].w0 = KEY_TOMBSTONE;
-  }
+  stripeErase(s, i);
   uint64_t size = out->w1 & SIZE_MASK;
   s->live--;
   __atomic_store_n(&s->liveBytes, s->liveBytes - size, __ATOMIC_RELAXED);
@@ -978,6 +1105,8 @@ int32_t CPerfAlloc_start(const CPerfAlloc_Config *config, CPerfAlloc_Error *erro
   atomic_store(&g_peakLiveBytes, 0);
   memset(&g_stats, 0, sizeof(g_stats));
   calibrateClock();
+  g_session++;
+  atomic_store(&g_nowMicros, 0);
   atomic_store(&g_timelineLast, 0);
   timelineAppend(g_startNs, 0);
   atomic_store(&g_state, STATE_RUNNING);

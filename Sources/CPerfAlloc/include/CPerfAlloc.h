@@ -81,7 +81,10 @@ typedef struct CPerfAlloc_Block {
   uint64_t address;
   uint64_t size;         // requested bytes
   uint64_t metadata;     // 0 unless flags has CPerfAlloc_BlockSwiftObject
-  uint64_t timestampNs;  // CLOCK_MONOTONIC, microsecond resolution
+  /// CLOCK_MONOTONIC, microsecond resolution. The hooks read the clock only every 16th
+  /// allocation of a thread: this is the latest reading of any thread when the block was
+  /// allocated, so it may be earlier than the allocation itself.
+  uint64_t timestampNs;
   uint32_t stackId;      // 0: no stack (countsOnly, or the stack table was full)
   uint32_t generation;   // generation counter when allocated (0 before the first mark)
   int32_t tid;
