@@ -38,6 +38,7 @@ test: setup lint
 
 ## bench: overhead figures against their targets; regenerates the README's performance section.
 bench: setup
+	@$(MAKE) --no-print-directory setup SYSTEM_PACKAGES="heaptrack valgrind linux-perf"
 	$(SWIFT) build -c release
 	$(SWIFT) run -c release perfharness-bench
 

@@ -20,6 +20,18 @@ func median(_ values: [Double]) -> Double {
     ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
 }
 
+// `perfharness-bench churn`: the allocation workload alone, for the peers (heaptrack,
+// valgrind) to run; prints the time its loop took, measured inside.
+if CommandLine.arguments.dropFirst().first == "churn" {
+  var kept: [ChurnNode] = []
+  let start = ContinuousClock.now
+  churn(depth: 30, operations: 2_400_000, kept: &kept)
+  let elapsed = (ContinuousClock.now - start).components
+  print("churn-ms: \(Double(elapsed.seconds) * 1000 + Double(elapsed.attoseconds) / 1e15)")
+  withExtendedLifetime(kept) {}
+  exit(0)
+}
+
 let binDirectory = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
 let perfharness = binDirectory.appendingPathComponent("perfharness")
 let output = URL(fileURLWithPath: "Reports/bench")
@@ -173,8 +185,104 @@ figures.append(
     meetsTarget: perBlock < 48,
     detail: "block table bytes per live block with 1 M small objects live; stack table not included"))
 
+// Peers on the same workloads, each run as a user would run it, with the loop timed inside.
+func tool(_ name: String) -> String? {
+  ["/usr/bin/\(name)", "/usr/local/bin/\(name)"].first { FileManager.default.isExecutableFile(atPath: $0) }
+}
+
+/// Runs `command` and returns the time the workload reported (its `churn-ms:` line, or
+/// the steps of a JSON report).
+func timedRun(_ command: [String]) throws -> Double? {
+  let process = Process()
+  process.executableURL = URL(fileURLWithPath: command[0])
+  process.arguments = Array(command.dropFirst())
+  let output = Pipe()
+  process.standardOutput = output
+  process.standardError = FileHandle.nullDevice
+  try process.run()
+  let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+  process.waitUntilExit()
+  guard process.terminationStatus == 0 else { return nil }
+  if let line = text.split(separator: "\n").first(where: { $0.hasPrefix("churn-ms: ") }) {
+    return Double(line.dropFirst("churn-ms: ".count))
+  }
+  if let line = text.split(separator: "\n").last,
+    let report = try? JSONDecoder().decode(Report.self, from: Data(line.utf8))
+  {
+    return report.steps.reduce(0) { $0 + $1.totalMilliseconds }
+  }
+  return nil
+}
+
+let me = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().path
+let peerRounds = max(3, rounds / 2)
+FileHandle.standardError.write(Data("bench: peers, \(peerRounds) rounds each\n".utf8))
+var peerTimes: [String: [Double]] = [:]
+let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("perfharness-bench-peers")
+try? FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
+for round in 0..<peerRounds {
+  if let time = try timedRun([me, "churn"]) { peerTimes["plain", default: []].append(time) }
+  if let heaptrack = tool("heaptrack"),
+    let time = try timedRun([
+      heaptrack, "--raw", "-o", scratch.appendingPathComponent("heaptrack-\(round)").path, me, "churn",
+    ])
+  {
+    peerTimes["heaptrack", default: []].append(time)
+  }
+  if let valgrind = tool("valgrind"),
+    let time = try timedRun([valgrind, "--tool=memcheck", "--leak-check=full", "--quiet", me, "churn"])
+  {
+    peerTimes["memcheck", default: []].append(time)
+  }
+}
+let plainPeer = median(peerTimes["plain"] ?? [])
+for (key, label) in [
+  ("heaptrack", "heaptrack (--raw, record only)"), ("memcheck", "valgrind memcheck --leak-check=full"),
+] {
+  guard let times = peerTimes[key], !times.isEmpty else {
+    figures.append(
+      Figure(
+        name: "Peer: \(label)", measured: .nan, unit: "x", target: "–", meetsTarget: nil,
+        detail: "not available on this machine"))
+    continue
+  }
+  figures.append(
+    Figure(
+      name: "Peer: \(label), same allocation workload", measured: median(times) / plainPeer, unit: "x", target: "–",
+      meetsTarget: nil,
+      detail: String(format: "median %.0f ms vs %.0f ms plain (separate processes)", median(times), plainPeer)))
+}
+if let perf = tool("perf") {
+  var perfTimes: [Double] = []
+  for round in 0..<peerRounds {
+    let command = [
+      perf, "record", "-F", "1000", "-g", "-q", "-o", scratch.appendingPathComponent("perf-\(round).data").path, "--",
+      perfharness.path, "scenario", "filtered-thumbnail-scrolling", "--variant", "starter", "--iterations", "3",
+      "--instruments", "none", "--in-process", "--format", "json", "--output",
+      output.appendingPathComponent("runs").path,
+    ]
+    if let time = try timedRun(command) { perfTimes.append(time) }
+  }
+  figures.append(
+    Figure(
+      name: "Peer: perf record -g at 1 kHz, filtered-thumbnail-scrolling",
+      measured: perfTimes.isEmpty ? .nan : (median(perfTimes) / median(plain) - 1) * 100,
+      unit: "%", target: "–", meetsTarget: nil,
+      detail: perfTimes.isEmpty
+        ? "perf record does not work on this machine"
+        : String(format: "median time in the steps %.1f ms vs %.1f ms plain", median(perfTimes), median(plain))))
+} else {
+  figures.append(
+    Figure(
+      name: "Peer: perf record", measured: .nan, unit: "%", target: "–", meetsTarget: nil,
+      detail: "linux-perf is not installed"))
+}
+try? FileManager.default.removeItem(at: scratch)
+
 // The table.
-func format(_ value: Double) -> String { String(format: value < 10 ? "%.2f" : "%.1f", value) }
+func format(_ value: Double) -> String {
+  value.isNaN ? "n/a" : String(format: value < 10 ? "%.2f" : "%.1f", value)
+}
 var table = "| figure | measured | target | meets | detail |\n|---|---|---|---|---|\n"
 for figure in figures {
   let meets = figure.meetsTarget.map { $0 ? "yes" : "**no**" } ?? "–"
