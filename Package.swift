@@ -26,6 +26,8 @@ let package = Package(
     // The malloc-family interposer and the Swift allocation hook: linked into the
     // executable, they see every library's allocations without LD_PRELOAD.
     .target(name: "CPerfAlloc", cSettings: [.define("_GNU_SOURCE")]),
+    // The leaks instrument's conservative heap-graph scanner (roots, thread parking).
+    .target(name: "CPerfHeapScan", cSettings: [.define("_GNU_SOURCE")]),
     .target(
       name: "CPerfSymbols",
       cSettings: [.define("_GNU_SOURCE")],
@@ -35,7 +37,9 @@ let package = Package(
     // The recorder, symbolizer, analyses and the public scenario API.
     .target(
       name: "PerfHarness",
-      dependencies: ["CPerfSampler", "CPerfSymbols", "CPerfAlloc", .product(name: "Yams", package: "Yams")]),
+      dependencies: [
+        "CPerfSampler", "CPerfSymbols", "CPerfAlloc", "CPerfHeapScan", .product(name: "Yams", package: "Yams"),
+      ]),
     // Text, JSON, HTML and export renderers.
     .target(name: "PerfReports", dependencies: ["PerfHarness"], exclude: ["Schema"]),
     // The command line, as a library so a user's own executable gets the same CLI.

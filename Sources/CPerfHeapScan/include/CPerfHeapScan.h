@@ -1,0 +1,122 @@
+// CPerfHeapScan: the leaks instrument's conservative heap-graph scanner (Linux x86_64).
+//
+// Given the live blocks of an allocation recording (sorted by address, non-overlapping),
+// CPerfHeapScan_scan runs on a scanner thread of its own and stops every other thread of
+// the process, the caller included (a signal parks each one in a handler that saved its
+// registers), scans the roots (writable PT_LOAD
+// segments of every loaded image, every thread's stack from its stack pointer to the top
+// of its stack mapping, including static TLS, and every thread's registers), then every
+// live block's words, and resumes the threads. A word is a pointer to a block when, with
+// its top 16 bits masked, it falls inside the block (interior pointers count).
+//
+// Swift awareness: blocks flagged CPerfHeapScan_BlockSwiftObject skip word 1 (refcount).
+// When that word reads bit63|bit62|(sideTable >> 3) and sideTable is a live block whose
+// word 0 points back at the object, that block is the object's weak-reference side
+// table: it is not scanned, edges into it are marked CPerfHeapScan_EdgeWeak and the
+// object gets an edge to it flagged CPerfHeapScan_EdgeSideTable (offset 8).
+//
+// Nothing here calls malloc once threads are stopped: all buffers are mmap'd.
+#ifndef CPERFHEAPSCAN_H
+#define CPERFHEAPSCAN_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum {
+  /// A Swift heap object: word 0 is metadata, word 1 the refcount (never scanned).
+  CPerfHeapScan_BlockSwiftObject = 1,
+  /// Do not scan this block's words.
+  CPerfHeapScan_BlockNoScan = 2,
+};
+
+/// 16 bytes per block.
+typedef struct CPerfHeapScan_Block {
+  uint64_t start;
+  uint32_t size;   // bytes; larger blocks are clamped (only the first 4 GiB are scanned)
+  uint32_t flags;  // CPerfHeapScan_Block*
+} CPerfHeapScan_Block;
+
+enum {
+  /// `offset` mask: byte offset of the pointer inside the source block.
+  CPerfHeapScan_EdgeOffsetMask = 0x1FFFFFFF,
+  /// The pointer does not point at the target block's first byte.
+  CPerfHeapScan_EdgeInterior = 1u << 31,
+  /// The target is a weak-reference side table: a weak reference, not followed.
+  CPerfHeapScan_EdgeWeak = 1u << 30,
+  /// The object's refcount word naming its side table (the object owns it).
+  CPerfHeapScan_EdgeSideTable = 1u << 29,
+};
+
+/// 12 bytes per edge. Edges come out grouped by `from`, ascending.
+typedef struct CPerfHeapScan_Edge {
+  uint32_t from;
+  uint32_t to;
+  uint32_t offset;  // byte offset | CPerfHeapScan_Edge* flags
+} CPerfHeapScan_Edge;
+
+enum {
+  /// Block marks (one byte per block).
+  CPerfHeapScan_MarkGlobalRoot = 1,    // pointed to from a writable image segment
+  CPerfHeapScan_MarkStackRoot = 2,     // pointed to from a stack or registers
+  CPerfHeapScan_MarkSideTable = 4,     // a Swift weak-reference side table
+  CPerfHeapScan_MarkUnreadable = 8,    // not inside a readable mapping: not scanned
+};
+
+typedef struct CPerfHeapScan_Options {
+  int32_t scanGlobals;     // scan writable PT_LOAD segments
+  int32_t scanThreads;     // scan the calling thread and park+scan the others
+  // 0: SIGPROF. libdispatch's worker threads block every signal but the synchronous
+  // ones, SIGPROF and SIGSYS (SigBlk fffffffe3bfbea27 on this toolchain), so a real-time
+  // signal would park none of them. SIGPROFs that are not the scan's (the Time
+  // Profiler's timers) go to the previous handler; the previous disposition is restored
+  // after the scan unless a thread never parked (its SIGPROF may still be pending).
+  int32_t signalNumber;
+  int32_t parkTimeoutMs;   // 0: 500
+  /// Non-zero: fill result->rootSources ("why is this block alive?").
+  int32_t recordRootSources;
+} CPerfHeapScan_Options;
+
+typedef struct CPerfHeapScan_Result {
+  CPerfHeapScan_Edge *edges;  // mmap'd; free with CPerfHeapScan_freeResult
+  uint64_t edgeCount;
+  uint64_t edgeMappedBytes;
+  uint8_t *marks;             // one per block (CPerfHeapScan_Mark*), mmap'd
+  uint64_t blockCount;
+  /// With options->recordRootSources: per block, the address of the first root word
+  /// (stack, register save slot, image segment) that pointed into it, else 0.
+  uint64_t *rootSources;
+  uint32_t threadCount;       // threads parked and scanned (the caller included)
+  uint32_t unscannedThreads;  // threads that did not park in time
+  uint64_t rootBytes;         // bytes of root ranges scanned
+  uint64_t scannedBytes;      // bytes of blocks scanned
+  uint64_t extraBytes;        // bytes mapped for the scan (index, output, thread slots)
+  int32_t error;              // 0, else errno of `call`
+  const char *call;
+} CPerfHeapScan_Result;
+
+/// Scans the graph. `blocks` must be sorted by start and not overlap. Returns 0, or an
+/// errno value with result->call naming the failing call. Always call
+/// CPerfHeapScan_freeResult afterwards.
+int32_t CPerfHeapScan_scan(const CPerfHeapScan_Block *blocks, uint64_t count, const CPerfHeapScan_Options *options,
+                           CPerfHeapScan_Result *result);
+
+void CPerfHeapScan_freeResult(CPerfHeapScan_Result *result);
+
+/// Runs body(context) on a new thread whose stack is a fresh zero-filled mapping, and
+/// waits for it. A scenario run there, then scanned, has no stale stack slots from
+/// earlier work above it (a conservative scan's main source of false "reachable").
+/// Returns 0 or an errno value.
+int32_t CPerfHeapScan_runOnCleanStack(void (*body)(void *), void *context, uint64_t stackBytes);
+
+/// Zeroes `bytes` of the stack below the caller's frame, so stale slots of functions
+/// that already returned do not look like roots to a later scan.
+void CPerfHeapScan_scrubStack(uint32_t bytes);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,755 @@
+// See CPerfHeapScan.h. Linux x86_64 only (register layout of ucontext_t).
+#include "CPerfHeapScan.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <link.h>
+#include <pthread.h>
+#include <linux/futex.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#define PAGE_SHIFT 12
+#define LARGE_PAGES 16  // blocks touching more pages than this go to the large list
+#define POINTER_MASK 0x0000FFFFFFFFFFFFull
+
+// ---------------------------------------------------------------- mmap'd buffers
+
+static void *map_bytes(uint64_t bytes) {
+  if (bytes == 0) bytes = 1;
+  void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  return p == MAP_FAILED ? NULL : p;
+}
+
+static uint64_t round_page(uint64_t bytes) { return (bytes + 4095) & ~4095ull; }
+
+typedef struct {
+  void *data;
+  uint64_t count, capacity, elementSize;
+} Vec;
+
+static int vec_push(Vec *v, const void *element) {
+  if (v->count == v->capacity) {
+    uint64_t newCap = v->capacity ? v->capacity * 2 : (65536 / v->elementSize);
+    void *p;
+    if (v->data) {
+      p = mremap(v->data, round_page(v->capacity * v->elementSize), round_page(newCap * v->elementSize), MREMAP_MAYMOVE);
+      if (p == MAP_FAILED) return -1;
+    } else {
+      p = map_bytes(round_page(newCap * v->elementSize));
+      if (!p) return -1;
+    }
+    v->data = p;
+    v->capacity = newCap;
+  }
+  memcpy((char *)v->data + v->count * v->elementSize, element, v->elementSize);
+  v->count++;
+  return 0;
+}
+
+static void vec_free(Vec *v) {
+  if (v->data) munmap(v->data, round_page(v->capacity * v->elementSize));
+  v->data = NULL;
+  v->count = v->capacity = 0;
+}
+
+// ---------------------------------------------------------------- block index
+
+typedef struct {
+  uint64_t page;  // page number + 1 (0: empty slot)
+  uint32_t lo, hi;  // blocks overlapping the page: [lo, hi]
+} PageEntry;
+
+typedef struct {
+  const CPerfHeapScan_Block *blocks;
+  uint64_t count;
+  uint64_t minStart, maxEnd;
+  PageEntry *table;
+  uint64_t mask;      // table capacity - 1
+  uint64_t tableBytes;
+  uint32_t *large;    // indices of large blocks, ascending
+  uint64_t largeCount, largeBytes;
+} Index;
+
+static inline uint64_t block_end(const CPerfHeapScan_Block *b) { return b->start + (b->size ? b->size : 1); }
+
+static inline uint64_t hash_page(uint64_t page) {
+  page ^= page >> 29;
+  page *= 0xbf58476d1ce4e5b9ull;
+  page ^= page >> 32;
+  return page;
+}
+
+static int index_build(Index *ix, const CPerfHeapScan_Block *blocks, uint64_t count) {
+  memset(ix, 0, sizeof *ix);
+  ix->blocks = blocks;
+  ix->count = count;
+  if (count == 0) return 0;
+  ix->minStart = blocks[0].start;
+  uint64_t pages = 0, lastPage = UINT64_MAX, largeCount = 0;
+  for (uint64_t i = 0; i < count; i++) {
+    uint64_t end = block_end(&blocks[i]);
+    if (end > ix->maxEnd) ix->maxEnd = end;
+    uint64_t first = blocks[i].start >> PAGE_SHIFT, last = (end - 1) >> PAGE_SHIFT;
+    if (last - first + 1 > LARGE_PAGES) {
+      largeCount++;
+      continue;
+    }
+    for (uint64_t p = first; p <= last; p++) {
+      if (p != lastPage) pages++;
+      lastPage = p;
+    }
+  }
+  uint64_t cap = 1024;
+  while (cap < pages * 2) cap <<= 1;
+  ix->mask = cap - 1;
+  ix->tableBytes = round_page(cap * sizeof(PageEntry));
+  ix->table = map_bytes(ix->tableBytes);
+  if (!ix->table) return -1;
+  ix->largeBytes = round_page(largeCount * sizeof(uint32_t));
+  ix->large = map_bytes(ix->largeBytes);
+  if (!ix->large) return -1;
+  for (uint64_t i = 0; i < count; i++) {
+    uint64_t first = blocks[i].start >> PAGE_SHIFT, last = (block_end(&blocks[i]) - 1) >> PAGE_SHIFT;
+    if (last - first + 1 > LARGE_PAGES) {
+      ix->large[ix->largeCount++] = (uint32_t)i;
+      continue;
+    }
+    for (uint64_t p = first; p <= last; p++) {
+      uint64_t h = hash_page(p) & ix->mask;
+      for (;;) {
+        PageEntry *e = &ix->table[h];
+        if (e->page == 0) {
+          e->page = p + 1;
+          e->lo = e->hi = (uint32_t)i;
+          break;
+        }
+        if (e->page == p + 1) {
+          e->hi = (uint32_t)i;
+          break;
+        }
+        h = (h + 1) & ix->mask;
+      }
+    }
+  }
+  return 0;
+}
+
+static void index_free(Index *ix) {
+  if (ix->table) munmap(ix->table, ix->tableBytes);
+  if (ix->large) munmap(ix->large, ix->largeBytes);
+}
+
+/// The block containing `v` (already masked), or -1.
+static inline int64_t index_find(const Index *ix, uint64_t v) {
+  const CPerfHeapScan_Block *blocks = ix->blocks;
+  uint64_t p = (v >> PAGE_SHIFT) + 1;
+  uint64_t h = hash_page(p - 1) & ix->mask;
+  for (;;) {
+    const PageEntry *e = &ix->table[h];
+    if (e->page == p) {
+      // Last block in [lo, hi] with start <= v.
+      int64_t lo = e->lo, hi = e->hi, found = -1;
+      while (lo <= hi) {
+        int64_t mid = (lo + hi) >> 1;
+        if (blocks[mid].start <= v) {
+          found = mid;
+          lo = mid + 1;
+        } else {
+          hi = mid - 1;
+        }
+      }
+      if (found >= 0 && v < block_end(&blocks[found])) return found;
+      break;
+    }
+    if (e->page == 0) break;
+    h = (h + 1) & ix->mask;
+  }
+  if (ix->largeCount) {
+    int64_t lo = 0, hi = (int64_t)ix->largeCount - 1, found = -1;
+    while (lo <= hi) {
+      int64_t mid = (lo + hi) >> 1;
+      if (blocks[ix->large[mid]].start <= v) {
+        found = mid;
+        lo = mid + 1;
+      } else {
+        hi = mid - 1;
+      }
+    }
+    if (found >= 0 && v < block_end(&blocks[ix->large[found]])) return ix->large[found];
+  }
+  return -1;
+}
+
+// ---------------------------------------------------------------- maps
+
+typedef struct {
+  uint64_t start, end;
+  uint32_t readable, writable;
+} Mapping;
+
+/// Reads /proc/self/maps with raw syscalls into an mmap'd array (no malloc).
+static int read_maps(Vec *out) {
+  out->elementSize = sizeof(Mapping);
+  int fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/maps", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  char buf[8192];
+  char line[512];
+  size_t lineLen = 0;
+  for (;;) {
+    ssize_t n = syscall(SYS_read, fd, buf, sizeof buf);
+    if (n <= 0) break;
+    for (ssize_t i = 0; i < n; i++) {
+      char c = buf[i];
+      if (c != '\n') {
+        if (lineLen < sizeof line - 1) line[lineLen++] = c;
+        continue;
+      }
+      line[lineLen] = 0;
+      // "start-end perms ..."
+      uint64_t start = 0, end = 0;
+      const char *s = line;
+      while (*s && *s != '-') {
+        char d = *s++;
+        start = start * 16 + (uint64_t)(d <= '9' ? d - '0' : (d | 32) - 'a' + 10);
+      }
+      if (*s == '-') s++;
+      while (*s && *s != ' ') {
+        char d = *s++;
+        end = end * 16 + (uint64_t)(d <= '9' ? d - '0' : (d | 32) - 'a' + 10);
+      }
+      if (*s == ' ') s++;
+      Mapping m = {start, end, s[0] == 'r', s[1] == 'w'};
+      if (vec_push(out, &m) != 0) {
+        syscall(SYS_close, fd);
+        return -1;
+      }
+      lineLen = 0;
+    }
+  }
+  syscall(SYS_close, fd);
+  return 0;
+}
+
+static const Mapping *find_mapping(const Vec *maps, uint64_t address) {
+  const Mapping *m = maps->data;
+  int64_t lo = 0, hi = (int64_t)maps->count - 1;
+  while (lo <= hi) {
+    int64_t mid = (lo + hi) >> 1;
+    if (m[mid].end <= address) {
+      lo = mid + 1;
+    } else if (m[mid].start > address) {
+      hi = mid - 1;
+    } else {
+      return &m[mid];
+    }
+  }
+  return NULL;
+}
+
+// ---------------------------------------------------------------- writable segments
+
+typedef struct {
+  uint64_t start, end;
+} Range;
+
+static int collect_segment(struct dl_phdr_info *info, size_t size, void *data) {
+  (void)size;
+  Vec *ranges = data;
+  for (int i = 0; i < info->dlpi_phnum; i++) {
+    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+    if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_W)) continue;
+    Range r = {info->dlpi_addr + ph->p_vaddr, info->dlpi_addr + ph->p_vaddr + ph->p_memsz};
+    vec_push(ranges, &r);
+  }
+  return 0;
+}
+
+// ---------------------------------------------------------------- thread parking
+
+typedef struct {
+  _Atomic int32_t tid;
+  _Atomic int32_t state;  // 0 signalled, 1 parked, 2 resumed
+  uint64_t rsp;
+  uint64_t regs[NGREG];
+} Slot;
+
+static Slot *g_slots;
+static _Atomic uint64_t g_slotCount;
+static _Atomic int32_t g_release;
+static _Atomic int32_t g_active;
+static struct sigaction g_previous;
+
+static void forward_signal(int sig, siginfo_t *info, void *context) {
+  if (g_previous.sa_flags & SA_SIGINFO) {
+    if (g_previous.sa_sigaction) g_previous.sa_sigaction(sig, info, context);
+  } else if (g_previous.sa_handler != SIG_DFL && g_previous.sa_handler != SIG_IGN && g_previous.sa_handler) {
+    g_previous.sa_handler(sig);
+  }
+}
+
+static void park_handler(int sig, siginfo_t *info, void *context) {
+  int savedErrno = errno;
+  if (!atomic_load(&g_active)) {
+    forward_signal(sig, info, context);
+    errno = savedErrno;
+    return;
+  }
+  int32_t tid = (int32_t)syscall(SYS_gettid);
+  uint64_t n = atomic_load(&g_slotCount);
+  Slot *slot = NULL;
+  for (uint64_t i = 0; i < n; i++) {
+    if (atomic_load(&g_slots[i].tid) == tid) {
+      slot = &g_slots[i];
+      break;
+    }
+  }
+  if (!slot || atomic_load(&slot->state) != 0) {
+    forward_signal(sig, info, context);
+    errno = savedErrno;
+    return;
+  }
+  ucontext_t *uc = context;
+  for (int r = 0; r < NGREG; r++) slot->regs[r] = (uint64_t)uc->uc_mcontext.gregs[r];
+  slot->rsp = (uint64_t)uc->uc_mcontext.gregs[REG_RSP];
+  atomic_store(&slot->state, 1);
+  while (!atomic_load(&g_release)) {
+    syscall(SYS_futex, &g_release, FUTEX_WAIT_PRIVATE, 0, NULL, NULL, 0);
+  }
+  atomic_store(&slot->state, 2);
+  errno = savedErrno;
+}
+
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/// Thread ids of the process except the caller, into an mmap'd array.
+static int list_threads(Vec *tids, int32_t self) {
+  tids->elementSize = sizeof(int32_t);
+  int fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  char buf[4096];
+  for (;;) {
+    long n = syscall(SYS_getdents64, fd, buf, sizeof buf);
+    if (n <= 0) break;
+    for (long pos = 0; pos < n;) {
+      struct dirent64 *d = (struct dirent64 *)(buf + pos);
+      pos += d->d_reclen;
+      if (d->d_name[0] < '0' || d->d_name[0] > '9') continue;
+      int32_t tid = (int32_t)strtol(d->d_name, NULL, 10);
+      if (tid != self) vec_push(tids, &tid);
+    }
+  }
+  syscall(SYS_close, fd);
+  return 0;
+}
+
+/// The stack pointer of a thread blocked in a system call (from /proc/self/task/T/syscall),
+/// or 0.
+static uint64_t blocked_thread_sp(int32_t tid) {
+  char path[64] = "/proc/self/task/";
+  char digits[16];
+  int len = 0;
+  for (int32_t t = tid; t > 0; t /= 10) digits[len++] = (char)('0' + t % 10);
+  size_t p = strlen(path);
+  while (len > 0) path[p++] = digits[--len];
+  memcpy(path + p, "/syscall", 9);
+  int fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  char buf[256];
+  ssize_t n = syscall(SYS_read, fd, buf, sizeof buf - 1);
+  syscall(SYS_close, fd);
+  if (n <= 0) return 0;
+  buf[n] = 0;
+  if (buf[0] < '0' || buf[0] > '9') return 0;  // "running"
+  // "nr a1 a2 a3 a4 a5 a6 sp pc": the 8th field.
+  char *s = buf;
+  for (int field = 0; field < 7; field++) {
+    while (*s && *s != ' ') s++;
+    while (*s == ' ') s++;
+  }
+  if (s[0] != '0' || s[1] != 'x') return 0;
+  return strtoull(s, NULL, 16);
+}
+
+// ---------------------------------------------------------------- scanning
+
+typedef struct {
+  const Index *ix;
+  uint8_t *marks;
+  uint64_t *rootSources;  // optional: the first root word that marked each block
+  Vec edges;
+  int failed;
+} Scanner;
+
+static inline void scan_root_range(Scanner *sc, uint64_t start, uint64_t end, uint8_t mark) {
+  const Index *ix = sc->ix;
+  start = (start + 7) & ~7ull;
+  end &= ~7ull;
+  for (uint64_t a = start; a < end; a += 8) {
+    uint64_t v = *(const volatile uint64_t *)a & POINTER_MASK;
+    if (v - ix->minStart >= ix->maxEnd - ix->minStart) continue;
+    int64_t b = index_find(ix, v);
+    if (b >= 0) {
+      if (sc->rootSources && !sc->rootSources[b]) sc->rootSources[b] = a;
+      sc->marks[b] |= mark;
+    }
+  }
+}
+
+static void scan_words(Scanner *sc, const uint64_t *words, uint64_t n, uint8_t mark) {
+  const Index *ix = sc->ix;
+  for (uint64_t i = 0; i < n; i++) {
+    uint64_t v = words[i] & POINTER_MASK;
+    if (v - ix->minStart >= ix->maxEnd - ix->minStart) continue;
+    int64_t b = index_find(ix, v);
+    if (b >= 0) sc->marks[b] |= mark;
+  }
+}
+
+static void scan_blocks(Scanner *sc) {
+  const Index *ix = sc->ix;
+  const CPerfHeapScan_Block *blocks = ix->blocks;
+  uint64_t lo = ix->minStart, span = ix->maxEnd - ix->minStart;
+  for (uint64_t i = 0; i < ix->count; i++) {
+    const CPerfHeapScan_Block *blk = &blocks[i];
+    if ((blk->flags & CPerfHeapScan_BlockNoScan) ||
+        (sc->marks[i] & (CPerfHeapScan_MarkSideTable | CPerfHeapScan_MarkUnreadable)))
+      continue;
+    const uint64_t *words = (const uint64_t *)blk->start;
+    uint64_t n = blk->size / 8;
+    int swift = (blk->flags & CPerfHeapScan_BlockSwiftObject) != 0;
+    for (uint64_t w = 0; w < n; w++) {
+      if (swift && w == 1) {
+        uint64_t rc = words[1];
+        if ((rc >> 62) == 3) {
+          int64_t st = index_find(ix, (rc & ~(3ull << 62)) << 3);
+          if (st >= 0 && (sc->marks[st] & CPerfHeapScan_MarkSideTable)) {
+            CPerfHeapScan_Edge e = {(uint32_t)i, (uint32_t)st, 8u | CPerfHeapScan_EdgeSideTable};
+            if (vec_push(&sc->edges, &e) != 0) sc->failed = 1;
+          }
+        }
+        continue;
+      }
+      uint64_t v = words[w] & POINTER_MASK;
+      if (v - lo >= span) continue;
+      int64_t b = index_find(ix, v);
+      if (b < 0) continue;
+      uint32_t flags = 0;
+      if (v != blocks[b].start) {
+        if ((uint64_t)b == i) continue;  // interior self-pointer (e.g. dictionary storage)
+        flags |= CPerfHeapScan_EdgeInterior;
+      }
+      if (sc->marks[b] & CPerfHeapScan_MarkSideTable) flags |= CPerfHeapScan_EdgeWeak;
+      uint64_t off = w * 8;
+      if (off > CPerfHeapScan_EdgeOffsetMask) off = CPerfHeapScan_EdgeOffsetMask;
+      CPerfHeapScan_Edge e = {(uint32_t)i, (uint32_t)b, (uint32_t)off | flags};
+      if (vec_push(&sc->edges, &e) != 0) sc->failed = 1;
+    }
+  }
+}
+
+/// Marks blocks outside readable mappings, and weak-reference side tables.
+static void classify_blocks(Scanner *sc, const Vec *maps) {
+  const Index *ix = sc->ix;
+  const CPerfHeapScan_Block *blocks = ix->blocks;
+  const Mapping *m = maps->data;
+  uint64_t mi = 0;
+  for (uint64_t i = 0; i < ix->count; i++) {
+    uint64_t start = blocks[i].start, end = start + blocks[i].size;
+    while (mi < maps->count && m[mi].end <= start) mi++;
+    // Adjacent readable mappings may hold one block (e.g. a heap extended in place).
+    uint64_t j = mi, covered = start;
+    while (j < maps->count && m[j].start <= covered && m[j].readable && covered < end) covered = m[j++].end;
+    if (covered < end && blocks[i].size > 0) sc->marks[i] |= CPerfHeapScan_MarkUnreadable;
+  }
+  for (uint64_t i = 0; i < ix->count; i++) {
+    if (!(blocks[i].flags & CPerfHeapScan_BlockSwiftObject) || blocks[i].size < 16) continue;
+    if (sc->marks[i] & CPerfHeapScan_MarkUnreadable) continue;
+    uint64_t rc = ((const uint64_t *)blocks[i].start)[1];
+    if ((rc >> 62) != 3) continue;
+    uint64_t table = (rc & ~(3ull << 62)) << 3;
+    int64_t st = index_find(ix, table);
+    if (st < 0 || blocks[st].start != table || blocks[st].size < 8) continue;
+    if (sc->marks[st] & CPerfHeapScan_MarkUnreadable) continue;
+    if (*(const uint64_t *)table == blocks[i].start) sc->marks[st] |= CPerfHeapScan_MarkSideTable;
+  }
+}
+
+static int32_t scan_impl(const CPerfHeapScan_Block *blocks, uint64_t count, const CPerfHeapScan_Options *options,
+                         CPerfHeapScan_Result *result) {
+  int scanGlobals = options ? options->scanGlobals : 1;
+  int scanThreads = options ? options->scanThreads : 1;
+  int sig = options && options->signalNumber ? options->signalNumber : SIGPROF;
+  int timeoutMs = options && options->parkTimeoutMs > 0 ? options->parkTimeoutMs : 500;
+
+  Index ix;
+  Scanner sc = {.ix = &ix};
+  sc.edges.elementSize = sizeof(CPerfHeapScan_Edge);
+  Vec maps = {0}, segments = {.elementSize = sizeof(Range)}, tids = {0};
+  int32_t status = 0;
+  int installed = 0, restore = 1;
+  uint64_t slotBytes = 0;
+
+  result->blockCount = count;
+  result->marks = map_bytes(round_page(count));
+  if (!result->marks) {
+    result->error = errno;
+    result->call = "mmap";
+    return result->error;
+  }
+  sc.marks = result->marks;
+  if (options && options->recordRootSources) {
+    result->rootSources = map_bytes(round_page(count * sizeof(uint64_t)));
+    sc.rootSources = result->rootSources;
+  }
+  if (index_build(&ix, blocks, count) != 0) {
+    status = errno;
+    result->call = "mmap (block index)";
+    goto done;
+  }
+  // Everything that may take a lock another thread could hold happens before the stop.
+  if (scanGlobals) dl_iterate_phdr(collect_segment, &segments);
+  if (scanThreads) {
+    if (list_threads(&tids, (int32_t)syscall(SYS_gettid)) != 0) {
+      status = errno;
+      result->call = "open /proc/self/task";
+      goto done;
+    }
+    slotBytes = round_page((tids.count + 1) * sizeof(Slot));
+    g_slots = map_bytes(slotBytes);
+    if (!g_slots) {
+      status = errno;
+      result->call = "mmap (thread slots)";
+      goto done;
+    }
+    int32_t *tid = tids.data;
+    for (uint64_t i = 0; i < tids.count; i++) atomic_store(&g_slots[i].tid, tid[i]);
+    atomic_store(&g_slotCount, tids.count);
+    atomic_store(&g_release, 0);
+    struct sigaction action;
+    memset(&action, 0, sizeof action);
+    action.sa_sigaction = park_handler;
+    action.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigfillset(&action.sa_mask);
+    // A handler left installed by an earlier scan (a thread never parked) must not
+    // become its own "previous" handler.
+    struct sigaction current;
+    sigaction(sig, NULL, &current);
+    struct sigaction *keep = (current.sa_flags & SA_SIGINFO) && current.sa_sigaction == park_handler
+                                 ? &current : &g_previous;
+    if (sigaction(sig, &action, keep) != 0) {
+      status = errno;
+      result->call = "sigaction";
+      goto done;
+    }
+    installed = 1;
+    atomic_store(&g_active, 1);
+    pid_t pid = getpid();
+    for (uint64_t i = 0; i < tids.count; i++) {
+      if (syscall(SYS_tgkill, pid, tid[i], sig) != 0) atomic_store(&g_slots[i].state, 3);  // gone
+    }
+    uint64_t deadline = now_ns() + (uint64_t)timeoutMs * 1000000ull;
+    for (;;) {
+      int waiting = 0;
+      for (uint64_t i = 0; i < tids.count; i++)
+        if (atomic_load(&g_slots[i].state) == 0) waiting = 1;
+      if (!waiting || now_ns() > deadline) break;
+      struct timespec pause = {0, 20000};
+      nanosleep(&pause, NULL);
+    }
+  }
+  // The world is stopped (as far as it parks): no malloc from here to the release.
+  if (read_maps(&maps) != 0) {
+    status = errno ? errno : EIO;
+    result->call = "read /proc/self/maps";
+  }
+  if (status == 0) {
+    classify_blocks(&sc, &maps);
+    Range *seg = segments.data;
+    for (uint64_t i = 0; i < segments.count; i++) {
+      // Only what is readable now (a segment may be partly unmapped or PROT_NONE).
+      for (uint64_t a = seg[i].start; a < seg[i].end;) {
+        const Mapping *m = find_mapping(&maps, a);
+        if (!m) {
+          a = (a + 4096) & ~4095ull;
+          continue;
+        }
+        uint64_t end = m->end < seg[i].end ? m->end : seg[i].end;
+        if (m->readable) {
+          scan_root_range(&sc, a, end, CPerfHeapScan_MarkGlobalRoot);
+          result->rootBytes += end - a;
+        }
+        a = end;
+      }
+    }
+    if (scanThreads) {
+      int32_t *tid = tids.data;
+      for (uint64_t i = 0; i < tids.count; i++) {
+        Slot *s = &g_slots[i];
+        int32_t state = atomic_load(&s->state);
+        if (state == 3) continue;
+        uint64_t sp;
+        if (state == 1) {
+          scan_words(&sc, s->regs, NGREG, CPerfHeapScan_MarkStackRoot);
+          sp = s->rsp - 128;  // red zone
+          result->threadCount++;
+        } else {
+          // Did not park (signal blocked?): its stack is scanned from the stack pointer
+          // of the system call it is blocked in, if any, else not at all.
+          result->unscannedThreads++;
+          sp = blocked_thread_sp(tid[i]);
+          if (sp == 0) continue;
+          sp -= 128;
+        }
+        const Mapping *m = find_mapping(&maps, sp + 128);
+        if (!m || !m->readable) continue;
+        if (sp < m->start) sp = m->start;
+        scan_root_range(&sc, sp, m->end, CPerfHeapScan_MarkStackRoot);
+        result->rootBytes += m->end - sp;
+      }
+    }
+    scan_blocks(&sc);
+    for (uint64_t i = 0; i < count; i++)
+      if (!(sc.marks[i] & CPerfHeapScan_MarkUnreadable)) result->scannedBytes += blocks[i].size;
+    if (sc.failed) {
+      status = ENOMEM;
+      result->call = "mremap (edges)";
+    }
+  }
+
+done:
+  if (installed) {
+    atomic_store(&g_release, 1);
+    syscall(SYS_futex, &g_release, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
+    // Wait until every parked thread has left the handler before unmapping its slot.
+    for (uint64_t i = 0; i < tids.count; i++) {
+      int32_t state = atomic_load(&g_slots[i].state);
+      if (state == 0) restore = 0;  // may still arrive: keep the handler (it returns at once)
+      while (state == 1) {
+        sched_yield();
+        state = atomic_load(&g_slots[i].state);
+      }
+    }
+    atomic_store(&g_active, 0);
+    atomic_store(&g_slotCount, 0);
+    if (restore) sigaction(sig, &g_previous, NULL);
+  }
+  result->extraBytes = round_page(count) + ix.tableBytes + ix.largeBytes + slotBytes +
+                       round_page(sc.edges.capacity * sizeof(CPerfHeapScan_Edge)) +
+                       round_page(maps.capacity * sizeof(Mapping));
+  if (g_slots && restore) {
+    munmap(g_slots, slotBytes);
+    g_slots = NULL;
+  }
+  vec_free(&maps);
+  vec_free(&segments);
+  vec_free(&tids);
+  index_free(&ix);
+  result->edges = sc.edges.data;
+  result->edgeCount = sc.edges.count;
+  result->edgeMappedBytes = sc.edges.data ? round_page(sc.edges.capacity * sizeof(CPerfHeapScan_Edge)) : 0;
+  result->error = status;
+  return status;
+}
+
+__attribute__((noinline)) void CPerfHeapScan_scrubStack(uint32_t bytes) {
+  if (bytes > 262144) bytes = 262144;
+  volatile char *buf = __builtin_alloca(bytes);
+  memset((char *)buf, 0, bytes);
+  __asm__ volatile("" ::"r"(buf) : "memory");
+}
+
+typedef struct {
+  const CPerfHeapScan_Block *blocks;
+  uint64_t count;
+  const CPerfHeapScan_Options *options;
+  CPerfHeapScan_Result *result;
+  int32_t status;
+} ScanJob;
+
+static void *scan_thread(void *argument) {
+  ScanJob *job = argument;
+  job->status = scan_impl(job->blocks, job->count, job->options, job->result);
+  return NULL;
+}
+
+int32_t CPerfHeapScan_scan(const CPerfHeapScan_Block *blocks, uint64_t count, const CPerfHeapScan_Options *options,
+                           CPerfHeapScan_Result *result) {
+  memset(result, 0, sizeof *result);
+  // The calling thread is scanned like every other one (parked by the signal while it
+  // waits for the scanner thread, or from its system call's stack pointer): its
+  // callee-saved registers go to this frame first, and the stack below is scrubbed so
+  // stale slots of functions that already returned do not look like roots.
+  ucontext_t registers;
+  memset(&registers, 0, sizeof registers);
+  getcontext(&registers);
+  CPerfHeapScan_scrubStack(32768);
+  // The scan runs on its own thread, whose stack is not a root: nothing the scanner
+  // computes can keep a block alive.
+  ScanJob job = {blocks, count, options, result, 0};
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, 1 << 20);
+  pthread_t thread;
+  int error = pthread_create(&thread, &attr, scan_thread, &job);
+  pthread_attr_destroy(&attr);
+  if (error != 0) {
+    result->error = error;
+    result->call = "pthread_create";
+    return error;
+  }
+  pthread_join(thread, NULL);
+  __asm__ volatile("" ::"r"(&registers) : "memory");
+  return job.status;
+}
+
+void CPerfHeapScan_freeResult(CPerfHeapScan_Result *result) {
+  if (result->edges) munmap(result->edges, result->edgeMappedBytes);
+  if (result->marks) munmap(result->marks, round_page(result->blockCount));
+  if (result->rootSources) munmap(result->rootSources, round_page(result->blockCount * sizeof(uint64_t)));
+  result->rootSources = NULL;
+  result->edges = NULL;
+  result->marks = NULL;
+}
+
+typedef struct {
+  void (*body)(void *);
+  void *context;
+} CleanJob;
+
+static void *clean_thread(void *argument) {
+  CleanJob *job = argument;
+  job->body(job->context);
+  return NULL;
+}
+
+int32_t CPerfHeapScan_runOnCleanStack(void (*body)(void *), void *context, uint64_t stackBytes) {
+  if (stackBytes < (1u << 20)) stackBytes = 1u << 20;
+  stackBytes = round_page(stackBytes);
+  // A fresh anonymous mapping is zero-filled (glibc's cached thread stacks are not).
+  void *stack = map_bytes(stackBytes);
+  if (!stack) return errno;
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstack(&attr, stack, stackBytes);
+  CleanJob job = {body, context};
+  pthread_t thread;
+  int error = pthread_create(&thread, &attr, clean_thread, &job);
+  pthread_attr_destroy(&attr);
+  if (error == 0) pthread_join(thread, NULL);
+  munmap(stack, stackBytes);
+  return error;
+}

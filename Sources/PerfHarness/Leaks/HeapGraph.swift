@@ -1,0 +1,150 @@
+import CPerfHeapScan
+
+#if canImport(Glibc)
+  import Glibc
+#elseif canImport(Musl)
+  import Musl
+#endif
+
+struct HeapScanError: Error, CustomStringConvertible {
+  var call: String
+  var errnoValue: Int32
+
+  var description: String {
+    "heap scan failed: \(call) (errno \(errnoValue): \(String(cString: strerror(errnoValue))))"
+  }
+}
+
+/// The memory graph of the live blocks of a recording: nodes are blocks (sorted by
+/// address), edges are the words of one block that point into another, roots mark the
+/// blocks that a stack, a register or a writable image segment points to.
+///
+/// Edges are stored compressed (CSR): the edges of node `n` are
+/// `edgeStart[n] ..< edgeStart[n + 1]`, with `edgeTarget` and `edgeOffset` (byte offset
+/// in the source block, plus `CPerfHeapScan_Edge*` flags in the top bits).
+struct HeapGraph {
+  /// Index into the recording's `liveBlocks` for each node, in address order.
+  var blockIndex: [UInt32]
+  var edgeStart: [UInt32]
+  var edgeTarget: [UInt32]
+  var edgeOffset: [UInt32]
+  /// `CPerfHeapScan_Mark*` per node.
+  var marks: [UInt8]
+  /// With `Options.recordRootSources`: per node, the address of the root word pointing
+  /// into it (0: none). Empty otherwise.
+  var rootSources: [UInt] = []
+  var threadsScanned: Int
+  var unscannedThreads: Int
+  var rootBytes: Int
+  var scannedBytes: Int
+  /// Bytes the C scanner mapped (index, edge buffer, marks) at its peak.
+  var scannerBytes: Int
+  var scanNanoseconds: UInt64
+
+  var nodeCount: Int { blockIndex.count }
+  var edgeCount: Int { edgeTarget.count }
+
+  struct Options {
+    var scanGlobals = true
+    var scanThreads = true
+    /// 0: SIGPROF (see CPerfHeapScan_Options).
+    var signalNumber: Int32 = 0
+    var parkTimeoutMilliseconds: Int32 = 500
+    /// Fill `rootSources` (the root word that keeps each root block alive).
+    var recordRootSources = false
+  }
+
+  @inline(never)
+  private static func prepare(_ blocks: [RecordedBlock]) -> ([UInt32], [CPerfHeapScan_Block]) {
+    var order = [UInt32](unsafeUninitializedCapacity: blocks.count) { buffer, count in
+      for index in 0..<blocks.count { buffer[index] = UInt32(index) }
+      count = blocks.count
+    }
+    blocks.withUnsafeBufferPointer { source in
+      order.sort { source[Int($0)].address < source[Int($1)].address }
+    }
+    var cBlocks = [CPerfHeapScan_Block](unsafeUninitializedCapacity: blocks.count) { buffer, count in
+      for (position, index) in order.enumerated() {
+        let block = blocks[Int(index)]
+        buffer[position] = CPerfHeapScan_Block(
+          start: UInt64(block.address), size: UInt32(clamping: block.size),
+          flags: block.isSwiftObject && block.metadata != 0 ? UInt32(CPerfHeapScan_BlockSwiftObject) : 0)
+      }
+      count = blocks.count
+    }
+    // Overlapping blocks (should not happen) would break the index: drop the later ones
+    // from scanning.
+    if cBlocks.count > 1 {
+      for position in 1..<cBlocks.count
+      where cBlocks[position].start < cBlocks[position - 1].start + UInt64(cBlocks[position - 1].size) {
+        cBlocks[position].flags |= UInt32(CPerfHeapScan_BlockNoScan)
+      }
+    }
+    return (order, cBlocks)
+  }
+
+  static func isRoot(_ mark: UInt8) -> Bool {
+    mark & UInt8(CPerfHeapScan_MarkGlobalRoot | CPerfHeapScan_MarkStackRoot) != 0
+  }
+
+  static func isSideTable(_ mark: UInt8) -> Bool { mark & UInt8(CPerfHeapScan_MarkSideTable) != 0 }
+
+  /// Scans the process now. Call it while the blocks are still live (right after the
+  /// recorder stopped): other threads are parked for the duration of the C scan.
+  static func scan(blocks: [RecordedBlock], options: Options = Options()) throws -> HeapGraph {
+    let started = DispatchFreeClock.now()
+    // Everything that handles block addresses runs in callees whose frames the C scan
+    // scrubs: this frame holds no address a conservative stack scan could mistake for a root.
+    var (order, cBlocks) = prepare(blocks)
+    var cOptions = CPerfHeapScan_Options(
+      scanGlobals: options.scanGlobals ? 1 : 0, scanThreads: options.scanThreads ? 1 : 0,
+      signalNumber: options.signalNumber, parkTimeoutMs: options.parkTimeoutMilliseconds,
+      recordRootSources: options.recordRootSources ? 1 : 0)
+    var result = CPerfHeapScan_Result()
+    let status = cBlocks.withUnsafeBufferPointer { buffer in
+      CPerfHeapScan_scan(buffer.baseAddress, UInt64(buffer.count), &cOptions, &result)
+    }
+    defer { CPerfHeapScan_freeResult(&result) }
+    guard status == 0 else {
+      throw HeapScanError(call: result.call.map { String(cString: $0) } ?? "scan", errnoValue: status)
+    }
+    let scannerBytes = Int(result.extraBytes) + cBlocks.count * MemoryLayout<CPerfHeapScan_Block>.stride
+    cBlocks = []
+
+    let nodeCount = blocks.count
+    let edgeCount = Int(result.edgeCount)
+    var edgeStart = [UInt32](repeating: 0, count: nodeCount + 1)
+    var edgeTarget = [UInt32](unsafeUninitializedCapacity: edgeCount) { _, count in count = edgeCount }
+    var edgeOffset = [UInt32](unsafeUninitializedCapacity: edgeCount) { _, count in count = edgeCount }
+    if let edges = result.edges {
+      // Edges come grouped by source, ascending.
+      for index in 0..<edgeCount {
+        let edge = edges[index]
+        edgeTarget[index] = edge.to
+        edgeOffset[index] = edge.offset
+        edgeStart[Int(edge.from) + 1] += 1
+      }
+      for node in 0..<nodeCount { edgeStart[node + 1] += edgeStart[node] }
+    }
+    let rootSources =
+      result.rootSources.map {
+        UnsafeBufferPointer(start: $0, count: nodeCount).map { UInt($0) }
+      } ?? []
+    let marks = result.marks.map { Array(UnsafeBufferPointer(start: $0, count: nodeCount)) } ?? []
+    return HeapGraph(
+      blockIndex: order, edgeStart: edgeStart, edgeTarget: edgeTarget, edgeOffset: edgeOffset,
+      marks: marks.count == nodeCount ? marks : [UInt8](repeating: 0, count: nodeCount), rootSources: rootSources,
+      threadsScanned: Int(result.threadCount), unscannedThreads: Int(result.unscannedThreads),
+      rootBytes: Int(result.rootBytes), scannedBytes: Int(result.scannedBytes), scannerBytes: scannerBytes,
+      scanNanoseconds: DispatchFreeClock.now() - started)
+  }
+}
+
+/// CLOCK_MONOTONIC in nanoseconds.
+enum DispatchFreeClock {
+  static func now() -> UInt64 {
+    var ts = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
+  }
+}

@@ -1,0 +1,109 @@
+/// Leak suppressions, LSan-style: one pattern per line, `type:<glob>` matches a leaked
+/// block's type name, `stack:<glob>` any symbol or module of its allocation stack. Globs
+/// use `*` (any run of characters) and `?` (one character); a pattern without `*` at
+/// either end must match the whole name. `#` starts a comment; blank lines are ignored.
+///
+/// A suppressed leaked block is treated as a root: it and everything only it keeps alive
+/// leave the report (counted in `suppressedCount` / `suppressedBytes`).
+public struct LeakSuppressions: Sendable, Equatable {
+  public enum Kind: String, Sendable, Equatable {
+    case type
+    case stack
+  }
+
+  public struct Pattern: Sendable, Equatable {
+    public var kind: Kind
+    public var glob: String
+    /// 1-based line in the source text.
+    public var line: Int
+  }
+
+  public struct ParseError: Error, CustomStringConvertible, Equatable {
+    public var line: Int
+    public var message: String
+    public var description: String { "suppressions line \(line): \(message)" }
+  }
+
+  public var patterns: [Pattern]
+
+  public static let none = LeakSuppressions(patterns: [])
+
+  public init(patterns: [Pattern]) {
+    self.patterns = patterns
+  }
+
+  /// Parses the text of a suppressions file.
+  public init(parsing text: String) throws(ParseError) {
+    var patterns: [Pattern] = []
+    for (index, rawLine) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+      var line = Substring(rawLine)
+      if let hash = line.firstIndex(of: "#") { line = line[..<hash] }
+      let trimmed = line.drop { $0 == " " || $0 == "\t" || $0 == "\r" }
+      let content = String(trimmed.reversed().drop { $0 == " " || $0 == "\t" || $0 == "\r" }.reversed())
+      if content.isEmpty { continue }
+      guard let colon = content.firstIndex(of: ":") else {
+        throw ParseError(
+          line: index + 1, message: "expected `type:<glob>` or `stack:<glob>`, found \"\(content)\"")
+      }
+      let keyword = String(content[..<colon])
+      let glob = String(content[content.index(after: colon)...])
+      guard let kind = Kind(rawValue: keyword) else {
+        throw ParseError(
+          line: index + 1, message: "unknown kind \"\(keyword)\"; accepted: type, stack")
+      }
+      guard !glob.isEmpty else {
+        throw ParseError(line: index + 1, message: "empty pattern after \"\(keyword):\"")
+      }
+      patterns.append(Pattern(kind: kind, glob: glob, line: index + 1))
+    }
+    self.patterns = patterns
+  }
+
+  public var isEmpty: Bool { patterns.isEmpty }
+  var hasStackPatterns: Bool { patterns.contains { $0.kind == .stack } }
+
+  /// Whether a block of `type` allocated at `stack` (symbols and modules) is suppressed.
+  public func matches(type: String, stack: [AllocationsReport.StackFrame]) -> Bool {
+    for pattern in patterns {
+      switch pattern.kind {
+      case .type:
+        if Self.glob(pattern.glob, matches: type) { return true }
+      case .stack:
+        if stack.contains(where: {
+          Self.glob(pattern.glob, matches: $0.symbol) || Self.glob(pattern.glob, matches: $0.module)
+        }) {
+          return true
+        }
+      }
+    }
+    return false
+  }
+
+  /// `*` and `?` glob match over Unicode scalars (iterative, with backtracking to the last `*`).
+  public static func glob(_ pattern: String, matches text: String) -> Bool {
+    let p = Array(pattern.unicodeScalars)
+    let t = Array(text.unicodeScalars)
+    var pi = 0
+    var ti = 0
+    var star = -1
+    var mark = 0
+    while ti < t.count {
+      if pi < p.count, p[pi] == "?" || p[pi] == t[ti] {
+        pi += 1
+        ti += 1
+      } else if pi < p.count, p[pi] == "*" {
+        star = pi
+        mark = ti
+        pi += 1
+      } else if star >= 0 {
+        pi = star + 1
+        mark += 1
+        ti = mark
+      } else {
+        return false
+      }
+    }
+    while pi < p.count, p[pi] == "*" { pi += 1 }
+    return pi == p.count
+  }
+}

@@ -1,0 +1,137 @@
+/// The leaks instrument's results (the JSON report's `leaks` section), like macOS `leaks`
+/// and memcheck: blocks allocated while recording and unreachable from any root (stacks,
+/// registers, TLS, writable image segments) through strong references are leaked; among
+/// them, strongly connected components are ROOT CYCLEs, leaked blocks that no other leaked
+/// block references are root leaks, the rest are indirect leaks.
+public struct LeaksReport: Codable, Sendable, Equatable {
+  /// Every leaked block: root leaks, cycle members and indirect leaks.
+  public var leakedCount: Int
+  public var leakedBytes: Int
+  /// Leaked blocks not in a cycle and referenced by no other leaked block, by type.
+  public var rootLeaks: [RootLeak]
+  /// Leaked blocks referenced only from other leaked blocks (and not in a cycle).
+  public var indirectLeakCount: Int
+  public var indirectLeakBytes: Int
+  /// The indirect leaks by type (same shape as `rootLeaks`).
+  public var indirectLeaks: [RootLeak]
+  /// Retain cycles among leaked blocks, identical ones merged (`instances`).
+  public var cycles: [Cycle]
+  /// Threads whose stack could not be scanned at their stack pointer (they did not park).
+  public var unscannedThreads: Int
+  public var threadsScanned: Int
+  public var scanMilliseconds: Double
+  /// Live blocks in the graph (allocated while recording and live at its end).
+  public var blocksScanned: Int
+  public var edgeCount: Int
+  /// Leaked blocks that a suppression matched (with what they alone keep alive).
+  public var suppressedCount: Int
+  public var suppressedBytes: Int
+
+  public struct RootLeak: Codable, Sendable, Equatable {
+    /// Module-qualified Swift type, "closure context", or "Malloc <size class>".
+    public var type: String
+    public var bytes: Int
+    public var count: Int
+    /// Allocation stack of one of them, leaf first (empty without stacks).
+    public var allocationStack: [AllocationsReport.StackFrame]
+  }
+
+  public struct Cycle: Codable, Sendable, Equatable {
+    public var nodes: [Node]
+    public var edges: [Edge]
+    /// How many identical cycles (same node types, same edges) leaked.
+    public var instances: Int
+    /// Leaked blocks around the cycle (what it references, what references it), for the
+    /// graph rendering; `Edge.from`/`to` index `nodes` then `neighbors` (nodes.count + i).
+    public var neighbors: [Node]
+    public var neighborEdges: [Edge]
+
+    public struct Node: Codable, Sendable, Equatable {
+      public var type: String
+      public var bytes: Int
+      /// Leaf first; empty when recorded without stacks.
+      public var allocationStack: [AllocationsReport.StackFrame]
+    }
+
+    public struct Edge: Codable, Sendable, Equatable {
+      public var from: Int
+      public var to: Int
+      /// Byte offset of the reference inside `from`.
+      public var offset: Int
+      /// Stored property name, "capture #k" for a closure context, or nil.
+      public var name: String?
+      /// "strong" or "unowned" ("unowned" only where field metadata says so).
+      public var kind: String
+    }
+  }
+
+  /// Root leaks and cycles whose types contain `text` (case-insensitive).
+  public func cycles(containing type: String) -> [Cycle] {
+    let needle = type.lowercased()
+    return cycles.filter { cycle in cycle.nodes.contains { $0.type.lowercased().contains(needle) } }
+  }
+
+  /// A `leaks`-style text summary.
+  public func textSummary() -> String {
+    var lines: [String] = []
+    lines.append(
+      "Process: \(leakedCount) leaked blocks for \(leakedBytes) total leaked bytes "
+        + "(\(blocksScanned) blocks scanned in \(Int(scanMilliseconds.rounded())) ms)")
+    for cycle in cycles {
+      let total = cycle.nodes.reduce(0) { $0 + $1.bytes }
+      lines.append(
+        "  \(cycle.instances) (\(total * cycle.instances) bytes) ROOT CYCLE"
+          + (cycle.instances > 1 ? " x \(cycle.instances) instances" : ""))
+      for (index, node) in cycle.nodes.enumerated() {
+        lines.append("    [\(index)] <\(node.type) \(node.bytes) bytes>")
+        for edge in cycle.edges where edge.from == index {
+          let label = edge.name.map { "\($0) " } ?? ""
+          lines.append(
+            "       \(label)+\(edge.offset) --> [\(edge.to)]" + (edge.kind == "strong" ? "" : " (\(edge.kind))"))
+        }
+      }
+    }
+    for leak in rootLeaks {
+      lines.append("  \(leak.count) (\(leak.bytes) bytes) ROOT LEAK: <\(leak.type)>")
+    }
+    if indirectLeakCount > 0 {
+      lines.append("  \(indirectLeakCount) (\(indirectLeakBytes) bytes) indirect leaks")
+    }
+    if unscannedThreads > 0 {
+      lines.append("  warning: \(unscannedThreads) threads did not stop; results may miss or invent leaks")
+    }
+    return lines.joined(separator: "\n")
+  }
+}
+
+extension LeaksReport.Cycle {
+  /// Graphviz DOT for this cycle and its neighbourhood: cycle nodes bold, neighbours
+  /// dashed, edges labelled with their field or capture name and offset.
+  public func dot(title: String = "cycle") -> String {
+    func quote(_ text: String) -> String {
+      var escaped = "\""
+      for character in text {
+        if character == "\"" { escaped.append("\\") }
+        escaped.append(character)
+      }
+      return escaped + "\""
+    }
+    var out = "digraph \(quote(title)) {\n"
+    out += "  rankdir=LR;\n  node [shape=box, fontname=\"Helvetica\"];\n"
+    if instances > 1 { out += "  label=\(quote("\(instances) instances\\l"));\n" }
+    for (index, node) in nodes.enumerated() {
+      out += "  n\(index) [label=\(quote("\(node.type)\\n\(node.bytes) bytes")), style=bold, color=red];\n"
+    }
+    for (index, node) in neighbors.enumerated() {
+      out += "  n\(nodes.count + index) [label=\(quote("\(node.type)\\n\(node.bytes) bytes")), style=dashed];\n"
+    }
+    for edge in edges + neighborEdges {
+      let label = (edge.name.map { "\($0) " } ?? "") + "+\(edge.offset)"
+      let style = edge.kind == "strong" ? "" : ", style=dotted"
+      let color = edge.from < nodes.count && edge.to < nodes.count ? ", color=red" : ""
+      out += "  n\(edge.from) -> n\(edge.to) [label=\(quote(label))\(style)\(color)];\n"
+    }
+    out += "}\n"
+    return out
+  }
+}

@@ -1,0 +1,396 @@
+import CPerfHeapScan
+import Foundation
+import Synchronization
+import Testing
+
+@testable import PerfHarness
+
+// The leaks corpus: each case builds its objects in an @inline(never) function that
+// returns nothing (no stack slot of the test keeps them), with class names unique to the
+// case, and the test looks only at blocks of that case's types (other tests allocate in
+// parallel and are recorded too).
+
+// A two-object cycle.
+final class LeakTwoA { var b: LeakTwoB? }
+final class LeakTwoB { var a: LeakTwoA? }
+
+// A closure capturing self strongly plus another capture, stored in a property.
+final class LeakClosureOwner {
+  var value = 0
+  var handler: (() -> Void)?
+  func setUp(other: LeakClosureOther) { handler = { self.value += other.amount } }
+}
+final class LeakClosureOther { var amount = 1 }
+
+// A closure capturing only self (self is the context).
+final class LeakSelfOnlyOwner {
+  var value = 0
+  var handler: (() -> Void)?
+  func setUp() { handler = { self.value += 1 } }
+}
+
+// A strong delegate cycle.
+protocol LeakStrongDelegate: AnyObject { func didFinish() }
+final class LeakDelegatingTask { var delegate: LeakStrongDelegate? }
+final class LeakTaskController: LeakStrongDelegate {
+  var task = LeakDelegatingTask()
+  func didFinish() {}
+}
+
+// [weak self], weak delegate, unowned: no cycles.
+final class LeakWeakSelfOwner {
+  var value = 0
+  var handler: (() -> Void)?
+  func setUp() { handler = { [weak self] in self?.value += 1 } }
+}
+protocol LeakWeakDelegateProtocol: AnyObject { func didFinish() }
+final class LeakWeakDelegatingTask { weak var delegate: LeakWeakDelegateProtocol? }
+final class LeakWeakTaskController: LeakWeakDelegateProtocol {
+  var task = LeakWeakDelegatingTask()
+  func didFinish() {}
+}
+final class LeakCustomer {
+  var card: LeakCard?
+}
+final class LeakCard {
+  unowned let customer: LeakCustomer
+  init(customer: LeakCustomer) { self.customer = customer }
+}
+// Leaked on purpose, with a weak / unowned back reference: a root leak and an indirect
+// leak, never a cycle.
+final class LeakWeakParent { var child: LeakWeakChild? }
+final class LeakWeakChild { weak var parent: LeakWeakParent? }
+final class LeakUnownedParent { var child: LeakUnownedChild? }
+final class LeakUnownedChild {
+  unowned let parent: LeakUnownedParent
+  init(parent: LeakUnownedParent) { self.parent = parent }
+}
+
+// A root leak: the only pointer is dropped.
+final class LeakOrphan { var payload = (1, 2, 3) }
+
+// Reachable from globals: not leaks.
+final class LeakCachedItem { var bytes = [UInt8](repeating: 1, count: 32) }
+enum LeakGlobalCache {
+  nonisolated(unsafe) static var items: [Int: LeakCachedItem] = [:]
+}
+final class LeakGlobalCycleA { var b: LeakGlobalCycleB? }
+final class LeakGlobalCycleB { var a: LeakGlobalCycleA? }
+enum LeakGlobalCycleHolder {
+  nonisolated(unsafe) static var root: LeakGlobalCycleA?
+}
+
+// N identical cycles.
+final class LeakManyA { var b: LeakManyB? }
+final class LeakManyB { var a: LeakManyA? }
+
+// Suppressed.
+final class LeakSuppressedOrphan { var value = 0 }
+
+// Held by another thread's stack while it is parked.
+final class LeakThreadHeld { var value = 0 }
+
+enum LeakCorpus {
+  /// Allocates in a function of its own and returns the object: in release builds the
+  /// optimizer would otherwise promote a case's objects that never escape the case to the
+  /// stack (a cycle that never escapes is never on the heap, so never leaks).
+  @inline(never) static func make<T: AnyObject>(_ build: () -> T) -> T { build() }
+
+  @inline(never) static func twoObjectCycle() {
+    let a = make(LeakTwoA.init)
+    let b = make(LeakTwoB.init)
+    a.b = b
+    b.a = a
+  }
+
+  @inline(never) static func closureWithOtherCapture() {
+    let owner = LeakClosureOwner()
+    owner.setUp(other: LeakClosureOther())
+  }
+
+  @inline(never) static func selfOnlyClosure() {
+    LeakSelfOnlyOwner().setUp()
+  }
+
+  @inline(never) static func delegateCycle() {
+    let controller = make(LeakTaskController.init)
+    controller.task.delegate = controller
+  }
+
+  @inline(never) static func weakAndUnowned() {
+    let owner = LeakWeakSelfOwner()
+    owner.setUp()
+    owner.handler?()
+    let controller = LeakWeakTaskController()
+    controller.task.delegate = controller
+    let customer = LeakCustomer()
+    customer.card = LeakCard(customer: customer)
+  }
+
+  @inline(never) static func leakedWithWeakAndUnownedBackReferences() {
+    let weakParent = make(LeakWeakParent.init)
+    let weakChild = make(LeakWeakChild.init)
+    weakParent.child = weakChild
+    weakChild.parent = weakParent
+    _ = Unmanaged.passRetained(weakParent)
+    let unownedParent = make(LeakUnownedParent.init)
+    unownedParent.child = LeakUnownedChild(parent: unownedParent)
+    _ = Unmanaged.passRetained(unownedParent)
+  }
+
+  @inline(never) static func orphan() {
+    _ = Unmanaged.passRetained(make(LeakOrphan.init))
+  }
+
+  @inline(never) static func globalCache() {
+    for key in 0..<100 { LeakGlobalCache.items[key] = LeakCachedItem() }
+  }
+
+  @inline(never) static func globalCycle() {
+    let a = LeakGlobalCycleA()
+    let b = LeakGlobalCycleB()
+    a.b = b
+    b.a = a
+    LeakGlobalCycleHolder.root = a
+  }
+
+  @inline(never) static func manyCycles() {
+    for _ in 0..<ProcessWideRecording.LeakCorpusTests.manyCount {
+      let a = make(LeakManyA.init)
+      let b = make(LeakManyB.init)
+      a.b = b
+      b.a = a
+    }
+  }
+
+  @inline(never) static func suppressedOrphan() {
+    _ = Unmanaged.passRetained(make(LeakSuppressedOrphan.init))
+  }
+}
+
+extension ProcessWideRecording {
+  @Suite(.serialized)
+  struct LeakCorpusTests {
+    static let manyCount = 25
+
+    /// Records `body`, scrubs the stack it ran on, scans.
+    @inline(never)
+    static func record(
+      symbolizer: Symbolizer? = nil, suppressions: LeakSuppressions = .none, _ body: () -> Void
+    ) throws -> LeaksReport {
+      // A fresh, zeroed stack: no stale slot of earlier tests lies above the case.
+      try LeakAnalysis.runOnCleanStack {
+        let recorder = try AllocationRecorder.start(mode: .fullStacks)
+        body()
+        LeakAnalysis.scrubStack()
+        return try LeakAnalysis.stopAndScan(recorder: recorder, symbolizer: symbolizer, suppressions: suppressions).1
+      }
+    }
+
+    /// Leaked types matching `marker` (root, indirect, cycle members), with counts.
+    static func leaked(_ report: LeaksReport, _ marker: String) -> [String: Int] {
+      var result: [String: Int] = [:]
+      for leak in report.rootLeaks + report.indirectLeaks where leak.type.contains(marker) {
+        result[leak.type, default: 0] += leak.count
+      }
+      for cycle in report.cycles {
+        for node in cycle.nodes where node.type.contains(marker) { result[node.type, default: 0] += cycle.instances }
+      }
+      return result
+    }
+
+    static func cycles(_ report: LeaksReport, _ marker: String) -> [LeaksReport.Cycle] {
+      report.cycles.filter { $0.nodes.contains { $0.type.contains(marker) } }
+    }
+
+    static func short(_ type: String) -> String {
+      String(type.split(separator: ".").last ?? Substring(type))
+    }
+
+    @Test func twoObjectCycle() throws {
+      let report = try Self.record(LeakCorpus.twoObjectCycle)
+      let cycles = Self.cycles(report, "LeakTwo")
+      #expect(cycles.count == 1)
+      let cycle = try #require(cycles.first)
+      #expect(cycle.instances == 1)
+      #expect(cycle.nodes.map { Self.short($0.type) } == ["LeakTwoA", "LeakTwoB"])
+      #expect(Set(cycle.edges.map(\.name)) == ["a", "b"])
+      #expect(cycle.edges.count == 2)
+      #expect(cycle.edges.allSatisfy { $0.kind == "strong" && $0.offset == 16 })
+      #expect(cycle.edges.contains { $0.from == 0 && $0.to == 1 && $0.name == "b" })
+      #expect(report.rootLeaks.filter { $0.type.contains("LeakTwo") }.isEmpty)
+      #expect(report.unscannedThreads == 0)
+      #expect(report.threadsScanned >= 1)
+    }
+
+    @Test func closureCapturingSelfAndAnotherValue() throws {
+      let report = try Self.record(LeakCorpus.closureWithOtherCapture)
+      let cycles = Self.cycles(report, "LeakClosureOwner")
+      #expect(cycles.count == 1)
+      let cycle = try #require(cycles.first)
+      #expect(Set(cycle.nodes.map { Self.short($0.type) }) == ["LeakClosureOwner", "closure context"])
+      #expect(cycle.edges.contains { $0.name == "handler" })
+      #expect(cycle.edges.contains { $0.name?.hasPrefix("capture #") == true })
+      // The other capture is held only by the leaked context: an indirect leak.
+      #expect(report.indirectLeaks.contains { $0.type.hasSuffix("LeakClosureOther") && $0.count == 1 })
+      #expect(cycle.neighbors.contains { $0.type.hasSuffix("LeakClosureOther") })
+      #expect(cycle.dot().contains("LeakClosureOther"))
+    }
+
+    @Test func closureCapturingOnlySelf() throws {
+      let report = try Self.record(LeakCorpus.selfOnlyClosure)
+      let cycles = Self.cycles(report, "LeakSelfOnlyOwner")
+      #expect(cycles.count == 1)
+      let cycle = try #require(cycles.first)
+      // The context of a closure that captures only self is self: a self-loop through
+      // the stored closure's context word.
+      #expect(cycle.nodes.map { Self.short($0.type) } == ["LeakSelfOnlyOwner"])
+      #expect(cycle.edges.map(\.name) == ["handler"])
+      #expect(cycle.edges.first.map { $0.from == 0 && $0.to == 0 } == true)
+    }
+
+    @Test func strongDelegateCycle() throws {
+      let report = try Self.record(LeakCorpus.delegateCycle)
+      let cycles = Self.cycles(report, "LeakTaskController")
+      #expect(cycles.count == 1)
+      let cycle = try #require(cycles.first)
+      #expect(cycle.nodes.map { Self.short($0.type) } == ["LeakDelegatingTask", "LeakTaskController"])
+      #expect(Set(cycle.edges.map(\.name)) == ["delegate", "task"])
+    }
+
+    @Test func weakSelfWeakDelegateAndUnownedDoNotLeak() throws {
+      let report = try Self.record(LeakCorpus.weakAndUnowned)
+      #expect(Self.leaked(report, "LeakWeak").isEmpty)
+      #expect(Self.leaked(report, "LeakCustomer").isEmpty)
+      #expect(Self.leaked(report, "LeakCard").isEmpty)
+    }
+
+    @Test func weakAndUnownedBackReferencesAreNotCycles() throws {
+      let report = try Self.record(LeakCorpus.leakedWithWeakAndUnownedBackReferences)
+      #expect(Self.cycles(report, "LeakWeakParent").isEmpty)
+      #expect(Self.cycles(report, "LeakUnownedParent").isEmpty)
+      let roots = Set(report.rootLeaks.map { Self.short($0.type) })
+      #expect(roots.isSuperset(of: ["LeakWeakParent", "LeakUnownedParent"]))
+      let indirect = Set(report.indirectLeaks.map { Self.short($0.type) })
+      #expect(indirect.isSuperset(of: ["LeakWeakChild", "LeakUnownedChild"]))
+      #expect(!roots.contains("LeakWeakChild") && !roots.contains("LeakUnownedChild"))
+    }
+
+    @Test func orphanIsARootLeak() throws {
+      let report = try Self.record(LeakCorpus.orphan)
+      #expect(Self.cycles(report, "LeakOrphan").isEmpty)
+      let leak = try #require(report.rootLeaks.first { $0.type.hasSuffix(".LeakOrphan") })
+      #expect(leak.count == 1)
+      #expect(leak.bytes >= 40)
+      #expect(Self.leaked(report, "LeakOrphan") == [leak.type: 1])
+      #expect(report.leakedCount >= 1)
+    }
+
+    @Test func cacheReachableFromAGlobalIsNotALeak() throws {
+      let report = try Self.record(LeakCorpus.globalCache)
+      #expect(LeakGlobalCache.items.count == 100)
+      #expect(Self.leaked(report, "LeakCachedItem").isEmpty)
+    }
+
+    @Test func cycleReachableFromAGlobalIsNotALeak() throws {
+      let report = try Self.record(LeakCorpus.globalCycle)
+      #expect(LeakGlobalCycleHolder.root != nil)
+      #expect(Self.leaked(report, "LeakGlobalCycle").isEmpty)
+    }
+
+    @Test func identicalCyclesAreAggregated() throws {
+      let report = try Self.record(LeakCorpus.manyCycles)
+      let cycles = Self.cycles(report, "LeakMany")
+      #expect(cycles.count == 1)
+      #expect(cycles.first?.instances == Self.manyCount)
+      #expect(cycles.first?.nodes.count == 2)
+    }
+
+    @Test func cyclesCarrySymbolizedAllocationStacks() throws {
+      let symbolizer = try Symbolizer()
+      let report = try Self.record(symbolizer: symbolizer, LeakCorpus.twoObjectCycle)
+      let cycle = try #require(Self.cycles(report, "LeakTwo").first)
+      for node in cycle.nodes {
+        #expect(node.allocationStack.contains { $0.symbol.contains("twoObjectCycle") })
+      }
+      let text = report.textSummary()
+      #expect(text.contains("ROOT CYCLE"))
+      let dot = cycle.dot()
+      #expect(dot.hasPrefix("digraph"))
+      #expect(dot.contains("LeakTwoA") && dot.contains("n0 -> n1"))
+    }
+
+    @Test func suppressionsRemoveMatchingLeaks() throws {
+      let suppressions = try LeakSuppressions(
+        parsing: "# noise\ntype:*LeakSuppressedOrphan\n\nstack:*nothing-matches*\n")
+      let report = try Self.record(suppressions: suppressions, LeakCorpus.suppressedOrphan)
+      #expect(Self.leaked(report, "LeakSuppressedOrphan").isEmpty)
+      #expect(report.suppressedCount >= 1)
+      let unsuppressed = try Self.record(LeakCorpus.suppressedOrphan)
+      #expect(Self.leaked(unsuppressed, "LeakSuppressedOrphan").values.reduce(0, +) == 1)
+    }
+
+    @Test func anotherThreadsStackIsARoot() throws {
+      let ready = DispatchSemaphore(value: 0)
+      let finish = DispatchSemaphore(value: 0)
+      let recorder = try AllocationRecorder.start(mode: .countsOnly)
+      let thread = Thread {
+        let held = LeakCorpus.make(LeakThreadHeld.init)
+        ready.signal()
+        finish.wait()
+        withExtendedLifetime(held) {}
+      }
+      thread.start()
+      ready.wait()
+      let recording = recorder.stop()
+      let report = try LeakAnalysis.scan(recording: recording, symbolizer: nil)
+      finish.signal()
+      #expect(
+        recording.liveBlocks.contains { recording.category(for: $0.categoryKey).name.hasSuffix("LeakThreadHeld") })
+      #expect(Self.leaked(report, "LeakThreadHeld").isEmpty)
+      #expect(report.unscannedThreads == 0)
+      #expect(report.threadsScanned >= 2)
+    }
+
+    @Test func reportEncodesTheDocumentedKeys() throws {
+      let report = try Self.record(LeakCorpus.twoObjectCycle)
+      let data = try JSONEncoder().encode(report)
+      let object = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+      for key in [
+        "leakedCount", "leakedBytes", "rootLeaks", "indirectLeakCount", "indirectLeakBytes", "cycles",
+        "unscannedThreads", "scanMilliseconds", "blocksScanned",
+      ] {
+        #expect(object[key] != nil, "missing \(key)")
+      }
+      let decoded = try JSONDecoder().decode(LeaksReport.self, from: data)
+      #expect(decoded == report)
+    }
+  }
+}
+
+@Suite struct LeakSuppressionsTests {
+  @Test func parsesTypesStacksAndComments() throws {
+    let parsed = try LeakSuppressions(parsing: "# c\n  type:Foo*  # trailing\nstack:libswift*\n")
+    #expect(parsed.patterns.map(\.kind) == [.type, .stack])
+    #expect(parsed.patterns.map(\.glob) == ["Foo*", "libswift*"])
+    #expect(parsed.patterns.map(\.line) == [2, 3])
+  }
+
+  @Test func errorsNameTheLine() {
+    #expect(throws: LeakSuppressions.ParseError.self) { try LeakSuppressions(parsing: "type:A\nbogus\n") }
+    do {
+      _ = try LeakSuppressions(parsing: "type:A\n\nleak:B\n")
+      Issue.record("expected an error")
+    } catch {
+      #expect(error.line == 3)
+      #expect(error.description.contains("line 3"))
+    }
+  }
+
+  @Test func globs() {
+    #expect(LeakSuppressions.glob("*Cache*", matches: "App.ImageCache"))
+    #expect(LeakSuppressions.glob("App.?mage*", matches: "App.ImageCache"))
+    #expect(!LeakSuppressions.glob("Cache", matches: "App.ImageCache"))
+    #expect(LeakSuppressions.glob("*", matches: ""))
+  }
+}
