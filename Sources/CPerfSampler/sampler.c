@@ -50,15 +50,31 @@ _Static_assert(sizeof(void *) == sizeof(uint64_t), "frames are stored as 64-bit 
 enum { STATE_IDLE = 0, STATE_RUNNING = 1, STATE_STOPPED = 2, STATE_BUSY = 3 };
 static _Atomic int32_t g_state = STATE_IDLE;
 
-static _Atomic int32_t g_enabled;
-static _Atomic int32_t g_inflight;
-static _Atomic uint32_t g_generation;
-static uint8_t *_Atomic g_arena;
-static _Atomic uint64_t g_capacity;
-static _Atomic int32_t g_maxDepth;
-
-static _Atomic uint64_t g_used;
-static _Atomic uint64_t g_signals;
+// Everything the handler touches on every sample shares one cache line: between two
+// samples the profiled code evicts it, and each separate line is a miss (~100 ns).
+static struct {
+  _Atomic int32_t enabled;
+  _Atomic int32_t inflight;
+  _Atomic uint32_t generation;
+  _Atomic int32_t maxDepth;
+  uint8_t *_Atomic arena;
+  _Atomic uint64_t capacity;
+  _Atomic uint64_t used;
+  _Atomic uint64_t signals;
+  _Atomic uint64_t fastSamples;
+  _Atomic int32_t unwinderActive;
+} g_hot __attribute__((aligned(64)));
+_Static_assert(sizeof(g_hot) <= 64, "handler state fits one cache line");
+#define g_enabled g_hot.enabled
+#define g_inflight g_hot.inflight
+#define g_generation g_hot.generation
+#define g_arena g_hot.arena
+#define g_capacity g_hot.capacity
+#define g_maxDepth g_hot.maxDepth
+#define g_used g_hot.used
+#define g_signals g_hot.signals
+#define g_fastSamples g_hot.fastSamples
+#define g_unwinderActive g_hot.unwinderActive
 static _Atomic uint64_t g_lost;
 static _Atomic uint64_t g_fallbacks;
 
@@ -156,8 +172,6 @@ static void read_comm(pid_t tid, char out[16]) {
 
 enum { UNWINDER_AUTO = 0, UNWINDER_LIBUNWIND = 1, UNWINDER_VERIFY = 2 };
 static _Atomic int32_t g_unwinder = -1;  // -1: not set, read PERFHARNESS_UNWINDER at start
-static _Atomic int32_t g_unwinderActive = UNWINDER_AUTO;
-static _Atomic uint64_t g_fastSamples;
 static _Atomic uint64_t g_mismatches;
 
 #define STACK_SLOTS 4096
@@ -170,46 +184,56 @@ typedef struct StackSlot {
 } StackSlot;
 static StackSlot g_stacks[STACK_SLOTS];
 
-#define RULE_SLOTS 32768
-#define RULE_PROBES 8
 enum { RULE_FP = 1, RULE_SP = 2, RULE_END = 3 };
-// key = pc | (leaf << 63); value = (low 32 bits of key << 32) | rule (rule != 0).
-// rule: bits 0-1 type, 2-15 k (CFA = RSP + 8k), 16-29 j (RBP saved at RSP + 8(j-1), 0 = kept)
-static _Atomic uint64_t g_ruleKey[RULE_SLOTS];
-static _Atomic uint64_t g_ruleValue[RULE_SLOTS];
+// A PC whose frame libunwind steps but no rule shape fits: such samples use libunwind
+// straight away instead of learning (or deferring) again.
+#define RULE_NONE 4u
+// rule (26 bits, != 0): bits 0-1 type, 2-13 k (CFA = RSP + 8k), 14-25 j (RBP saved at
+// RSP + 8(j-1), 0 = kept).
+#define RULE_FIELD_BITS 12
+#define RULE_FIELD_MASK ((1u << RULE_FIELD_BITS) - 1)
+#define RULE_BITS 26
+// The rule cache: 8-way sets of one 64-byte line each, one 8-byte word per entry, so a
+// lookup costs at most one cache miss. key = (pc << 1) | leaf, pc < 2^47 (user space);
+// the set is a function of the key whose low RULE_SET_BITS bits can be recovered from
+// the rest, so an entry stores only tag = key >> RULE_SET_BITS next to its rule:
+// word = (tag << RULE_BITS) | rule. A word is written and read whole (atomically), so it
+// is always self-consistent; 0 is empty. Entries are never cleared while sampling, so a
+// lookup stops at the first empty way.
+#define RULE_SET_BITS 11
+#define RULE_SETS (1u << RULE_SET_BITS)
+#define RULE_WAYS 8
+#define RULE_MAX_PC (1ull << 47)
+static _Atomic uint64_t g_rules[RULE_SETS * RULE_WAYS] __attribute__((aligned(64)));
 
-static inline uint32_t rule_hash(uint64_t key) {
-  key ^= key >> 29;
-  key *= 0xbf58476d1ce4e5b9ull;
-  key ^= key >> 32;
-  return (uint32_t)key;
+static inline uint32_t rule_set(uint64_t key) {
+  uint64_t tag = key >> RULE_SET_BITS;
+  return (uint32_t)((key ^ tag ^ (tag >> RULE_SET_BITS) ^ (tag >> (2 * RULE_SET_BITS))) & (RULE_SETS - 1));
 }
 
-static uint32_t rule_lookup(uint64_t key) {
-  uint32_t h = rule_hash(key);
-  for (int p = 0; p < RULE_PROBES; p++) {
-    uint32_t i = (h + (uint32_t)p) & (RULE_SLOTS - 1);
-    uint64_t k = atomic_load_explicit(&g_ruleKey[i], memory_order_acquire);
-    if (k == key) {
-      uint64_t v = atomic_load_explicit(&g_ruleValue[i], memory_order_acquire);
-      if ((uint32_t)(v >> 32) == (uint32_t)key) return (uint32_t)v;
-      return 0;
-    }
-    if (k == 0) return 0;
+static inline uint32_t rule_lookup(uint64_t key) {
+  const _Atomic uint64_t *set = &g_rules[rule_set(key) * RULE_WAYS];
+  uint64_t tag = key >> RULE_SET_BITS;
+  for (int w = 0; w < RULE_WAYS; w++) {
+    uint64_t e = atomic_load_explicit(&set[w], memory_order_relaxed);
+    if (e == 0) return 0;
+    if ((e >> RULE_BITS) == tag) return (uint32_t)(e & ((1u << RULE_BITS) - 1));
   }
   return 0;
 }
 
 static void rule_insert(uint64_t key, uint32_t rule) {
-  uint32_t h = rule_hash(key);
-  for (int p = 0; p < RULE_PROBES; p++) {
-    uint32_t i = (h + (uint32_t)p) & (RULE_SLOTS - 1);
+  uint32_t index = rule_set(key);
+  _Atomic uint64_t *set = &g_rules[index * RULE_WAYS];
+  uint64_t tag = key >> RULE_SET_BITS;
+  uint64_t word = (tag << RULE_BITS) | rule;
+  for (int w = 0; w < RULE_WAYS; w++) {
     uint64_t expected = 0;
-    if (atomic_compare_exchange_strong(&g_ruleKey[i], &expected, key) || expected == key) {
-      atomic_store_explicit(&g_ruleValue[i], ((uint64_t)(uint32_t)key << 32) | rule, memory_order_release);
-      return;
-    }
+    if (atomic_compare_exchange_strong(&set[w], &expected, word)) return;
+    if ((expected >> RULE_BITS) == tag) return;  // another thread learned it
   }
+  // Full set: replace a way (rules are immutable facts, any entry may be evicted).
+  atomic_store_explicit(&set[(key >> 1) % RULE_WAYS], word, memory_order_relaxed);
 }
 
 // One libunwind step from the frame (ip, sp, bp), turned into a rule; 0 if the frame
@@ -235,7 +259,7 @@ static uint32_t derive_rule(const ucontext_t *uc, uint64_t ip, uint64_t sp, uint
   if (*(const uint64_t *)(uintptr_t)(csp - 8) != cip) return 0;  // return address at CFA - 8
   if (csp == bp + 16 && loc.type == UNW_SLT_MEMORY && loc.u.addr == bp) return RULE_FP;
   uint64_t k = (csp - sp) / 8;
-  if (k >= (1u << 14)) return 0;
+  if (k > RULE_FIELD_MASK) return 0;
   uint64_t j = 0;
   // A register the frame did not save is reported at its slot in our context copy.
   bool inContext = loc.type == UNW_SLT_MEMORY && loc.u.addr >= (uintptr_t)&ctx &&
@@ -243,10 +267,38 @@ static uint32_t derive_rule(const ucontext_t *uc, uint64_t ip, uint64_t sp, uint
   if (loc.type == UNW_SLT_MEMORY && !inContext) {
     if (loc.u.addr < sp || loc.u.addr >= csp || ((loc.u.addr - sp) & 7)) return 0;
     j = (loc.u.addr - sp) / 8 + 1;
+    if (j > RULE_FIELD_MASK) return 0;
   } else if (cbp != bp) {
     return 0;
   }
-  return RULE_SP | (uint32_t)(k << 2) | (uint32_t)(j << 16);
+  return RULE_SP | (uint32_t)(k << 2) | (uint32_t)(j << (2 + RULE_FIELD_BITS));
+}
+
+// One libunwind step from (ip, sp, bp), as it is: for a frame no rule shape fits, met
+// while finishing a deferred sample on a stack copy (where unw_backtrace is no option).
+static bool libunwind_step(const ucontext_t *uc, uint64_t ip, uint64_t sp, uint64_t bp, bool leaf, uint64_t *nip,
+                           uint64_t *nsp, uint64_t *nbp) {
+  unw_context_t ctx;
+  memcpy(&ctx, uc, sizeof(ctx) < sizeof(*uc) ? sizeof(ctx) : sizeof(*uc));
+  ctx.uc_mcontext.gregs[REG_RIP] = (greg_t)ip;
+  ctx.uc_mcontext.gregs[REG_RSP] = (greg_t)sp;
+  ctx.uc_mcontext.gregs[REG_RBP] = (greg_t)bp;
+  unw_cursor_t cursor;
+  if (unw_init_local2(&cursor, &ctx, leaf ? UNW_INIT_SIGNAL_FRAME : 0) < 0) return false;
+  int r = unw_step(&cursor);
+  if (r < 0) return false;
+  if (r == 0) {
+    *nip = 0;
+    return true;
+  }
+  unw_word_t cip = 0, csp = 0, cbp = 0;
+  if (unw_get_reg(&cursor, UNW_REG_IP, &cip) < 0 || unw_get_reg(&cursor, UNW_REG_SP, &csp) < 0 ||
+      unw_get_reg(&cursor, UNW_X86_64_RBP, &cbp) < 0)
+    return false;
+  *nip = cip;
+  *nsp = csp;
+  *nbp = cbp;
+  return true;
 }
 
 static StackSlot *stack_slot(int32_t tid) {
@@ -263,8 +315,88 @@ static StackSlot *stack_slot(int32_t tid) {
   return NULL;
 }
 
-// Fills out[0..] (leaf first) from the interrupted context; -1 means "use libunwind".
-static int fast_unwind(const ucontext_t *uc, int32_t tid, uint64_t *out, int max) {
+#define STACK_PREFETCH_BYTES 4096
+
+// Where a walk stopped at a PC without a rule (the handler defers such samples).
+typedef struct WalkMiss {
+  int n;  // frames already in out
+  uint64_t ip, sp, bp, high;
+  bool leaf;
+} WalkMiss;
+
+// Walks from (ip, sp, bp) with rules, appending to out[n..max). The stack is read at
+// address + delta (delta = 0: the live stack; else a copy of [sp, high)); high bounds
+// every read. On a PC without a rule: with miss, stops there and returns -2; without,
+// learns the rule with libunwind on uc (registers replaced by the frame's, translated).
+// -1: the stack does not fit the rules (use libunwind).
+static int walk(const ucontext_t *uc, uint64_t ip, uint64_t sp, uint64_t bp, bool leaf, uint64_t high,
+                int64_t delta, uint64_t *out, int n, int max, WalkMiss *miss) {
+#define STACK_WORD(address) (*(const uint64_t *)(uintptr_t)((address) + (uint64_t)delta))
+  while (n < max) {
+    uint64_t key = (ip << 1) | (leaf ? 1 : 0);
+    uint32_t rule = ip < RULE_MAX_PC ? rule_lookup(key) : 0;
+    if (!rule) {
+      // The interrupted frame itself (leaf) is learned here: its rule can depend on the
+      // exact interrupted state (signal frame, prologue, every register), which only
+      // the handler has. Return addresses are deferred.
+      if (miss && !leaf) {
+        *miss = (WalkMiss){.n = n, .ip = ip, .sp = sp, .bp = bp, .high = high, .leaf = leaf};
+        return -2;
+      }
+      rule = derive_rule(uc, ip, sp + (uint64_t)delta, bp + (uint64_t)delta, leaf, high + (uint64_t)delta);
+      if (ip < RULE_MAX_PC) rule_insert(key, rule ? rule : RULE_NONE);
+    }
+    out[n++] = ip;
+    uint32_t type = rule & 3;
+    if (type == RULE_END) break;
+    uint64_t cfa = 0, nbp = 0;
+    bool fits = type != 0;  // 0: no rule (RULE_NONE)
+    if (fits && type == RULE_FP) {
+      fits = !(bp < sp || bp > high - 16 || (bp & 7));
+      if (fits) {
+        cfa = bp + 16;
+        nbp = STACK_WORD(bp);
+      }
+    } else if (fits) {
+      uint64_t k = (rule >> 2) & RULE_FIELD_MASK, j = (rule >> (2 + RULE_FIELD_BITS)) & RULE_FIELD_MASK;
+      cfa = sp + 8 * k;
+      fits = cfa <= high;
+      if (fits) nbp = j ? STACK_WORD(sp + 8 * (j - 1)) : bp;
+    }
+    if (fits && cfa <= sp) fits = false;
+    if (!fits) {
+      // Live stack: the caller uses unw_backtrace. On a stack copy (a deferred sample,
+      // where that is no longer possible), take libunwind's step for this one frame as
+      // it is; registers it returns that point into the copy are translated back.
+      if (delta == 0) return -1;
+      uint64_t nip, nsp, xbp;
+      if (!libunwind_step(uc, ip, sp + (uint64_t)delta, bp + (uint64_t)delta, leaf, &nip, &nsp, &xbp)) return -1;
+      if (nip == 0) break;
+      nsp -= (uint64_t)delta;
+      if (nsp <= sp || nsp > high) return -1;
+      if (xbp >= sp + (uint64_t)delta && xbp < high + (uint64_t)delta) xbp -= (uint64_t)delta;
+      ip = nip;
+      sp = nsp;
+      bp = xbp;
+      leaf = false;
+      continue;
+    }
+    uint64_t nip = STACK_WORD(cfa - 8);
+    if (nip == 0) break;
+    ip = nip;
+    sp = cfa;
+    bp = nbp;
+    leaf = false;
+  }
+#undef STACK_WORD
+  return n;
+}
+
+#define STACK_PREFETCH_BYTES 4096
+
+// Fills out[0..] (leaf first) from the interrupted context; -1 means "use libunwind",
+// -2 (only with miss) a PC without a rule, described in *miss.
+static int fast_unwind(const ucontext_t *uc, int32_t tid, uint64_t *out, int max, WalkMiss *miss) {
   uint64_t ip = (uint64_t)uc->uc_mcontext.gregs[REG_RIP];
   uint64_t sp = (uint64_t)uc->uc_mcontext.gregs[REG_RSP];
   uint64_t bp = (uint64_t)uc->uc_mcontext.gregs[REG_RBP];
@@ -276,41 +408,44 @@ static int fast_unwind(const ucontext_t *uc, int32_t tid, uint64_t *out, int max
     atomic_store_explicit(&slot->lastRsp, sp, memory_order_relaxed);
     return -1;
   }
-  int n = 0;
-  bool leaf = true;
-  while (n < max) {
-    out[n++] = ip;
-    uint64_t key = ip | (leaf ? (1ull << 63) : 0);
-    uint32_t rule = rule_lookup(key);
-    if (!rule) {
-      rule = derive_rule(uc, ip, sp, bp, leaf, high);
-      if (!rule) return -1;
-      rule_insert(key, rule);
-    }
-    uint32_t type = rule & 3;
-    if (type == RULE_END) break;
-    uint64_t cfa, nbp;
-    if (type == RULE_FP) {
-      if (bp < sp || bp > high - 16 || (bp & 7)) return -1;
-      cfa = bp + 16;
-      nbp = *(const uint64_t *)(uintptr_t)bp;
-    } else {
-      uint64_t k = (rule >> 2) & 0x3FFF, j = (rule >> 16) & 0x3FFF;
-      cfa = sp + 8 * k;
-      if (cfa > high) return -1;
-      nbp = j ? *(const uint64_t *)(uintptr_t)(sp + 8 * (j - 1)) : bp;
-    }
-    if (cfa <= sp) return -1;
-    uint64_t nip = *(const uint64_t *)(uintptr_t)(cfa - 8);
-    if (nip == 0) break;
-    ip = nip;
-    sp = cfa;
-    bp = nbp;
-    leaf = false;
-  }
-  return n;
+  // The walk is a chain of dependent loads (rule -> CFA -> return address -> next
+  // rule), each usually a cache miss after 4 ms of the profiled code: prefetch the
+  // stack lines the walk is likely to read so those misses overlap instead.
+  uint64_t end = sp + STACK_PREFETCH_BYTES;
+  if (end > high) end = high;
+  for (uint64_t line = sp & ~(uint64_t)63; line < end; line += 64) __builtin_prefetch((const void *)(uintptr_t)line);
+  return walk(uc, ip, sp, bp, true, high, 0, out, 0, max, miss);
 }
 
+// MARK: - Deferred samples
+//
+// Learning a rule costs 15-30 µs in the handler (a libunwind step with cold caches). When
+// the walk meets a PC without a rule, the handler instead copies the rest of the stack
+// ([sp, high), if small enough) with the frames found so far into the defer buffer and
+// returns; the discovery thread (every 2 ms) and stop() finish the walk on the copy,
+// learning the missing rules there with libunwind on a synthetic context, and append
+// the finished sample to the arena (so records are not in timestamp order). The buffer
+// is filled once per session; when it is full the handler learns in place as before.
+#define DEFER_BYTES ((uint64_t)16 << 20)
+#define DEFER_MAX_COPY ((uint64_t)64 << 10)
+typedef struct DeferEntry {
+  _Atomic uint32_t ready;  // 1: written; 2: abandoned (skip)
+  uint32_t bytes;          // whole entry, 8-byte multiple
+  int32_t tid;
+  uint32_t weight;
+  uint64_t timestampNs;
+  uint32_t handlerNs;
+  uint32_t prefixCount;    // frames before the miss
+  uint32_t checkCount;     // verify mode: libunwind's frames
+  uint32_t leaf;
+  uint64_t ip, sp, bp, high;  // at the miss; the copy holds [sp, high)
+  greg_t gregs[NGREG];        // the interrupted registers: libunwind learns from these,
+                              // as it would have in the handler
+  // then: prefix[prefixCount], check[checkCount], copy[high - sp]
+} DeferEntry;
+static uint8_t *g_defer;         // mmap'd at the first start, reused by later sessions
+static _Atomic uint64_t g_deferUsed;
+static uint64_t g_deferDone;     // consumer position (discovery thread, then stop)
 // Discovery thread: finds the stack mapping of every thread whose handler asked for it.
 static void resolve_stacks(void) {
   bool needed = false;
@@ -438,18 +573,139 @@ static int libunwind_stack(void *context, uint64_t *out, int maxDepth) {
   return 1 + tailCount;
 }
 
+// Appends a finished record to the arena; false if it does not fit.
+static bool append_record(int32_t tid, uint32_t weight, uint64_t timestampNs, uint32_t handlerNs,
+                          const uint64_t *frames, uint32_t frameCount) {
+  uint8_t *arena = atomic_load_explicit(&g_arena, memory_order_relaxed);
+  uint64_t capacity = atomic_load_explicit(&g_capacity, memory_order_relaxed);
+  uint64_t size = sizeof(CPerfSampler_SampleHeader) + (uint64_t)frameCount * 8;
+  uint64_t offset = atomic_fetch_add_explicit(&g_used, size, memory_order_relaxed);
+  if (offset + size > capacity) {
+    atomic_fetch_add_explicit(&g_lost, 1, memory_order_relaxed);
+    return false;
+  }
+  CPerfSampler_SampleHeader *record = (CPerfSampler_SampleHeader *)(arena + offset);
+  memcpy(record + 1, frames, (size_t)frameCount * 8);
+  record->weight = weight;
+  record->timestampNs = timestampNs;
+  record->frameCount = frameCount;
+  record->tid = tid;
+  record->handlerNs = handlerNs;
+  return true;
+}
+
+// Handler side: stores a sample whose walk stopped at miss; false if it cannot be
+// deferred (then the caller learns in place).
+static bool defer_sample(const ucontext_t *uc, const WalkMiss *miss, const uint64_t *prefix, const uint64_t *check, int checkCount,
+                         int32_t tid, uint32_t weight, uint64_t entryNs) {
+  if (!g_defer || miss->high - miss->sp > DEFER_MAX_COPY) return false;
+  uint64_t copyBytes = miss->high - miss->sp;
+  uint64_t bytes = sizeof(DeferEntry) + (uint64_t)(miss->n + checkCount) * 8 + ((copyBytes + 7) & ~7ull);
+  if (atomic_load_explicit(&g_deferUsed, memory_order_relaxed) + bytes > DEFER_BYTES) return false;
+  uint64_t offset = atomic_fetch_add_explicit(&g_deferUsed, bytes, memory_order_relaxed);
+  if (offset + bytes > DEFER_BYTES) {
+    // Lost the race for the end of the buffer: leave a skip entry if the header fits.
+    if (offset + sizeof(DeferEntry) <= DEFER_BYTES) {
+      DeferEntry *e = (DeferEntry *)(g_defer + offset);
+      e->bytes = 0;
+      atomic_store_explicit(&e->ready, 2, memory_order_release);
+    }
+    return false;
+  }
+  DeferEntry *e = (DeferEntry *)(g_defer + offset);
+  e->bytes = (uint32_t)bytes;
+  e->tid = tid;
+  e->weight = weight;
+  e->timestampNs = entryNs;
+  e->prefixCount = (uint32_t)miss->n;
+  e->checkCount = (uint32_t)checkCount;
+  e->leaf = miss->leaf;
+  e->ip = miss->ip;
+  e->sp = miss->sp;
+  e->bp = miss->bp;
+  e->high = miss->high;
+  memcpy(e->gregs, uc->uc_mcontext.gregs, sizeof(e->gregs));
+  uint64_t *tail = (uint64_t *)(e + 1);
+  memcpy(tail, prefix, (size_t)miss->n * 8);
+  if (checkCount) memcpy(tail + miss->n, check, (size_t)checkCount * 8);
+  memcpy(tail + miss->n + checkCount, (const void *)(uintptr_t)miss->sp, (size_t)copyBytes);
+  e->handlerNs = (uint32_t)(now_ns() - entryNs);
+  atomic_store_explicit(&e->ready, 1, memory_order_release);
+  return true;
+}
+
+// Finishes deferred samples in order, up to the first one still being written.
+// Discovery thread (or stop(), after the last handler): never inside a handler.
+static void drain_deferred(void) {
+  if (!g_defer) return;
+  int maxDepth = atomic_load(&g_maxDepth);
+  int mode = atomic_load(&g_unwinderActive);
+  uint64_t frames[CPerfSampler_MaxDepth];
+  unw_context_t synthetic;
+  memset(&synthetic, 0, sizeof(synthetic));
+  while (g_deferDone + sizeof(DeferEntry) <= DEFER_BYTES &&
+         g_deferDone < atomic_load_explicit(&g_deferUsed, memory_order_acquire)) {
+    DeferEntry *e = (DeferEntry *)(g_defer + g_deferDone);
+    uint32_t state = atomic_load_explicit(&e->ready, memory_order_acquire);
+    if (state == 0) return;  // a handler is still writing it
+    if (state == 2 || e->bytes == 0) {
+      g_deferDone = DEFER_BYTES;  // only the end-of-buffer race writes these
+      return;
+    }
+    const uint64_t *tail = (const uint64_t *)(e + 1);
+    const uint8_t *copy = (const uint8_t *)(tail + e->prefixCount + e->checkCount);
+    memcpy(frames, tail, (size_t)e->prefixCount * 8);
+    memcpy(((ucontext_t *)&synthetic)->uc_mcontext.gregs, e->gregs, sizeof(e->gregs));
+    int n = walk((const ucontext_t *)&synthetic, e->ip, e->sp, e->bp, e->leaf, e->high,
+                 (int64_t)((uint64_t)(uintptr_t)copy - e->sp), frames, (int)e->prefixCount, maxDepth, NULL);
+    if (n < 0) {
+      // Frames the rules cannot describe (libunwind would have been used in the
+      // handler): keep what was found before the miss.
+      atomic_fetch_add_explicit(&g_fallbacks, 1, memory_order_relaxed);
+      n = (int)e->prefixCount;
+      frames[n++] = e->ip;
+    } else {
+      atomic_fetch_add_explicit(&g_fastSamples, 1, memory_order_relaxed);
+    }
+    if (mode == UNWINDER_VERIFY) {
+      const uint64_t *check = tail + e->prefixCount;
+      if ((uint32_t)n != e->checkCount || memcmp(check, frames, (size_t)n * 8) != 0) {
+        atomic_fetch_add_explicit(&g_mismatches, 1, memory_order_relaxed);
+        memcpy(frames, check, (size_t)e->checkCount * 8);
+        n = (int)e->checkCount;
+      }
+    }
+    append_record(e->tid, e->weight, e->timestampNs, e->handlerNs, frames, (uint32_t)n);
+    g_deferDone += e->bytes;
+  }
+}
+
 // Records one sample; runs inside the signal handler, with g_inflight held.
 static void record_sample(siginfo_t *info, void *context, uint64_t entryNs, int32_t tid) {
   atomic_fetch_add_explicit(&g_signals, 1, memory_order_relaxed);
 
-  uint8_t *arena = atomic_load_explicit(&g_arena, memory_order_relaxed);
-  uint64_t capacity = atomic_load_explicit(&g_capacity, memory_order_relaxed);
   int maxDepth = atomic_load_explicit(&g_maxDepth, memory_order_relaxed);
   int mode = atomic_load_explicit(&g_unwinderActive, memory_order_relaxed);
 
   uint64_t frames[maxDepth];
+  uint32_t weight = 1u + (uint32_t)(info->si_overrun > 0 ? info->si_overrun : 0);
   int count = -1;
-  if (mode != UNWINDER_LIBUNWIND) count = fast_unwind((const ucontext_t *)context, tid, frames, maxDepth);
+  if (mode != UNWINDER_LIBUNWIND) {
+    WalkMiss miss;
+    count = fast_unwind((const ucontext_t *)context, tid, frames, maxDepth, &miss);
+    if (count == -2) {
+      if (mode == UNWINDER_VERIFY) {
+        uint64_t check[maxDepth];
+        int checked = libunwind_stack(context, check, maxDepth);
+        if (defer_sample((const ucontext_t *)context, &miss, frames, check, checked, tid, weight, entryNs)) return;
+      } else if (defer_sample((const ucontext_t *)context, &miss, frames, NULL, 0, tid, weight, entryNs)) {
+        return;
+      }
+      // Not deferred: learn in place, going on from the miss.
+      count = walk((const ucontext_t *)context, miss.ip, miss.sp, miss.bp, miss.leaf, miss.high, 0, frames, miss.n,
+                   maxDepth, NULL);
+    }
+  }
   if (count > 0 && mode == UNWINDER_VERIFY) {
     uint64_t check[maxDepth];
     int checked = libunwind_stack(context, check, maxDepth);
@@ -464,22 +720,7 @@ static void record_sample(siginfo_t *info, void *context, uint64_t entryNs, int3
   } else {
     count = libunwind_stack(context, frames, maxDepth);
   }
-  uint32_t frameCount = (uint32_t)count;
-
-  uint64_t size = sizeof(CPerfSampler_SampleHeader) + (uint64_t)frameCount * 8;
-  uint64_t offset = atomic_fetch_add_explicit(&g_used, size, memory_order_relaxed);
-  if (offset + size > capacity) {
-    atomic_fetch_add_explicit(&g_lost, 1, memory_order_relaxed);
-    return;
-  }
-
-  CPerfSampler_SampleHeader *record = (CPerfSampler_SampleHeader *)(arena + offset);
-  memcpy(record + 1, frames, (size_t)frameCount * 8);
-  record->weight = 1u + (uint32_t)(info->si_overrun > 0 ? info->si_overrun : 0);
-  record->timestampNs = entryNs;
-  record->frameCount = frameCount;
-  record->tid = tid;
-  record->handlerNs = (uint32_t)(now_ns() - entryNs);
+  append_record(tid, weight, entryNs, (uint32_t)(now_ns() - entryNs), frames, (uint32_t)count);
 }
 
 static void sigprof_handler(int sig, siginfo_t *info, void *context) {
@@ -636,6 +877,47 @@ static void scan(pid_t exclude) {
   }
 }
 
+// Faults arena pages in ahead of the handler (a first write to a fresh anonymous page
+// costs the handler a page fault, ~1 µs, every few samples). MADV_POPULATE_WRITE
+// (Linux 5.14+) maps the pages writable without touching their contents, so it is safe
+// while handlers write records; on older kernels it fails and nothing changes.
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+#define ARENA_PREFAULT_BYTES (1u << 20)
+static uint64_t g_prefaulted;  // arena bytes populated so far (start/discovery only)
+static bool g_prefaultWorks;
+
+static uint64_t g_deferPrefaulted;
+
+// The same for the defer buffer (samples copied there are ~10-20 KB each).
+static void prefault_defer(void) {
+  if (!g_prefaultWorks || !g_defer) return;
+  uint64_t limit = atomic_load(&g_deferUsed) + ARENA_PREFAULT_BYTES;
+  if (limit > DEFER_BYTES) limit = DEFER_BYTES;
+  if (limit <= g_deferPrefaulted) return;
+  uint64_t to = (limit + ARENA_PREFAULT_BYTES - 1) & ~(uint64_t)(ARENA_PREFAULT_BYTES - 1);
+  if (to > DEFER_BYTES) to = DEFER_BYTES;
+  if (madvise(g_defer + g_deferPrefaulted, (size_t)(to - g_deferPrefaulted), MADV_POPULATE_WRITE) != 0) return;
+  g_deferPrefaulted = to;
+}
+
+static void prefault_arena(void) {
+  prefault_defer();
+  if (!g_prefaultWorks) return;
+  uint8_t *arena = atomic_load(&g_arena);
+  uint64_t limit = atomic_load(&g_used) + ARENA_PREFAULT_BYTES;
+  if (limit > g_mappedBytes) limit = g_mappedBytes;
+  if (!arena || limit <= g_prefaulted) return;
+  uint64_t from = g_prefaulted, to = (limit + ARENA_PREFAULT_BYTES - 1) & ~(uint64_t)(ARENA_PREFAULT_BYTES - 1);
+  if (to > g_mappedBytes) to = g_mappedBytes;
+  if (madvise(arena + from, (size_t)(to - from), MADV_POPULATE_WRITE) != 0) {
+    g_prefaultWorks = false;
+    return;
+  }
+  g_prefaulted = to;
+}
+
 static void *discovery_main(void *unused) {
   (void)unused;
   pid_t self = (pid_t)syscall(SYS_gettid);
@@ -644,6 +926,8 @@ static void *discovery_main(void *unused) {
     nanosleep(&interval, NULL);
     if (atomic_load(&g_discoveryStop)) break;
     scan(self);
+    drain_deferred();
+    prefault_arena();
     if (atomic_load_explicit(&g_unwinderActive, memory_order_relaxed) != UNWINDER_LIBUNWIND) resolve_stacks();
   }
   return NULL;
@@ -759,8 +1043,20 @@ int32_t CPerfSampler_start(const CPerfSampler_Config *config, CPerfSampler_Error
   // No handler records now (g_enabled is 0): the tables can be reset without races. The
   // rules are dropped too, in case a library was unloaded since the last session.
   memset((void *)g_stacks, 0, sizeof(g_stacks));
-  memset((void *)g_ruleKey, 0, sizeof(g_ruleKey));
-  memset((void *)g_ruleValue, 0, sizeof(g_ruleValue));
+  memset((void *)g_rules, 0, sizeof(g_rules));
+
+  if (!g_defer) {
+    void *defer = mmap(NULL, DEFER_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (defer != MAP_FAILED) g_defer = defer;  // else: learn in the handler
+  } else {
+    madvise(g_defer, DEFER_BYTES, MADV_DONTNEED);  // back to zero pages
+  }
+  atomic_store(&g_deferUsed, 0);
+  g_deferDone = 0;
+  g_deferPrefaulted = 0;
+  g_prefaulted = 0;
+  g_prefaultWorks = true;
+  prefault_arena();
 
   g_startNs = now_ns();
   atomic_store(&g_enabled, 1);
@@ -819,6 +1115,7 @@ int32_t CPerfSampler_stop(CPerfSampler_Error *error) {
   // and the arena stays mapped until release anyway.
   atomic_store(&g_enabled, 0);
   wait_for_handlers();
+  drain_deferred();
   // Taken after the last handler left, so no sample is stamped later than the stop.
   g_stopNs = now_ns();
 
