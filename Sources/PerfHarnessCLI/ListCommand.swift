@@ -19,7 +19,10 @@ struct ListCommand: ParsableCommand {
     }
     output += "Instruments:\n"
     for instrument in Instrument.allCases {
-      let state = Instrument.available.contains(instrument) ? "available" : "not in this build yet"
+      let state =
+        Instrument.defaults.contains(instrument)
+        ? "on by default"
+        : Instrument.available.contains(instrument) ? "opt-in (--instruments)" : "not in this build yet"
       output += "  \(instrument.rawValue): \(state)\n"
     }
     print(output, terminator: "")

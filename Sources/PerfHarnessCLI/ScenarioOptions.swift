@@ -17,7 +17,7 @@ struct ScenarioOptions: ParsableArguments {
 
   @Option(
     help: ArgumentHelp(
-      "Comma-separated instruments: time, allocations, leaks, or none (default: every available one).",
+      "Comma-separated instruments: time, allocations, leaks, or none (default: time,allocations).",
       valueName: "list"))
   var instruments: String?
 
@@ -50,6 +50,11 @@ struct ScenarioOptions: ParsableArguments {
   @Option(name: .customLong("child-result"), help: .hidden)
   var childResult: String?
 
+  @Option(
+    help: ArgumentHelp(
+      "Leak suppressions: lines of type:<glob> or stack:<glob>, # comments (LSan-style).", valueName: "file"))
+  var suppressions: String?
+
   @Option(help: ArgumentHelp("Directory the reports are written under.", valueName: "dir"))
   var output: String = "Reports"
 
@@ -74,10 +79,26 @@ struct ScenarioOptions: ParsableArguments {
       throw ValidationError("--sample-rate must be between 1 and 10000 Hz, got \(sampleRate)")
     }
     _ = try parsedInstruments()
+    _ = try parsedSuppressions()
+  }
+
+  func parsedSuppressions() throws -> LeakSuppressions {
+    guard let suppressions else { return .none }
+    let text: String
+    do {
+      text = try String(contentsOfFile: suppressions, encoding: .utf8)
+    } catch {
+      throw ValidationError("--suppressions: cannot read \(suppressions): \(error.localizedDescription)")
+    }
+    do {
+      return try LeakSuppressions(parsing: text)
+    } catch {
+      throw ValidationError("--suppressions \(suppressions): \(error)")
+    }
   }
 
   func parsedInstruments() throws -> Set<Instrument> {
-    guard let instruments else { return Set(Instrument.available) }
+    guard let instruments else { return Set(Instrument.defaults) }
     if instruments == "none" { return [] }
     var result: [Instrument] = []
     for name in instruments.split(separator: ",", omittingEmptySubsequences: false) {
@@ -100,6 +121,7 @@ struct ScenarioOptions: ParsableArguments {
   var recordingConfiguration: RecordingConfiguration {
     RecordingConfiguration(
       instruments: (try? parsedInstruments()) ?? [], sampleRateHz: sampleRate, clock: clock,
-      memoryWarningAtEnd: memoryWarning, allocationStacks: !noAllocationStacks)
+      memoryWarningAtEnd: memoryWarning, allocationStacks: !noAllocationStacks,
+      leakSuppressions: (try? parsedSuppressions()) ?? .none)
   }
 }

@@ -50,10 +50,38 @@ public enum ThresholdCheck {
       }
     }
     if let limit = thresholds.maxLeakedBytes {
-      results.append(unmeasured("max-leaked-bytes", limit: Double(limit.bytes), needs: "the leaks instrument"))
+      if let leaks = report.leaks {
+        let heaviest =
+          (leaks.rootLeaks
+          + leaks.cycles.flatMap {
+            $0.nodes.map { node in
+              LeaksReport.RootLeak(type: node.type, bytes: node.bytes, count: 1, allocationStack: node.allocationStack)
+            }
+          })
+          .max { $0.bytes < $1.bytes }
+        let site = heaviest?.allocationStack.first(where: \.isApp).map { " allocated at \($0.symbol)" } ?? ""
+        results.append(
+          CheckResult(
+            name: "max-leaked-bytes", limit: Double(limit.bytes), actual: Double(leaks.leakedBytes),
+            passed: leaks.leakedBytes <= limit.bytes,
+            detail: "\(leaks.leakedCount) leaked blocks" + (heaviest.map { "; e.g. \($0.type)\(site)" } ?? "")))
+      } else {
+        results.append(unmeasured("max-leaked-bytes", limit: Double(limit.bytes), needs: "the leaks instrument"))
+      }
     }
     if let limit = thresholds.maxCycles {
-      results.append(unmeasured("max-cycles", limit: Double(limit), needs: "the leaks instrument"))
+      if let leaks = report.leaks {
+        let count = leaks.cycles.reduce(0) { $0 + $1.instances }
+        let first = leaks.cycles.first.map { cycle in
+          cycle.nodes.map(\.type).joined(separator: " -> ") + " (x\(cycle.instances))"
+        }
+        results.append(
+          CheckResult(
+            name: "max-cycles", limit: Double(limit), actual: Double(count), passed: count <= limit,
+            detail: first.map { "e.g. \($0)" }))
+      } else {
+        results.append(unmeasured("max-cycles", limit: Double(limit), needs: "the leaks instrument"))
+      }
     }
     return results
   }

@@ -8,5 +8,10 @@ public enum Instrument: String, CaseIterable, Sendable, Codable {
   case leaks
 
   /// The instruments this build can record.
-  public static var available: [Instrument] { [.time, .allocations] }
+  public static var available: [Instrument] { [.time, .allocations, .leaks] }
+
+  /// What runs without `--instruments`. The leaks instrument is opt-in: blocks allocated
+  /// before recording are unknown to its graph, so a new block referenced only from one
+  /// of them reads as leaked, and stale stack words can hide a cycle.
+  public static var defaults: [Instrument] { [.time, .allocations] }
 }

@@ -9,6 +9,7 @@ final class Recording {
   private let timeProfiler: TimeProfiler?
   private var allocationRecorder: AllocationRecorder?
   private var allocationRecording: AllocationRecording?
+  private var leaksResult: Result<LeaksReport, any Error>?
 
   init(configuration: RecordingConfiguration) {
     self.configuration = configuration
@@ -19,7 +20,8 @@ final class Recording {
 
   func start() throws {
     guard !isRecording else { return }
-    if configuration.instruments.contains(.allocations) && allocationRecorder == nil && allocationRecording == nil {
+    let tracksBlocks = configuration.instruments.contains(.allocations) || configuration.instruments.contains(.leaks)
+    if tracksBlocks && allocationRecorder == nil && allocationRecording == nil {
       allocationRecorder = try AllocationRecorder.start(mode: configuration.allocationMode)
     }
     try timeProfiler?.start()
@@ -38,7 +40,20 @@ final class Recording {
   func finish() {
     // Allocations first: stopping the time profiler allocates its sample arrays.
     if let allocationRecorder {
-      allocationRecording = allocationRecorder.stop()
+      if configuration.instruments.contains(.leaks) {
+        // The scan needs the blocks still live and this thread's stale stack slots gone.
+        do {
+          let (recording, leaks) = try LeakAnalysis.stopAndScan(
+            recorder: allocationRecorder, symbolizer: try Symbolizer(), suppressions: configuration.leakSuppressions)
+          allocationRecording = recording
+          leaksResult = .success(leaks)
+        } catch {
+          allocationRecording = allocationRecorder.stop()
+          leaksResult = .failure(error)
+        }
+      } else {
+        allocationRecording = allocationRecorder.stop()
+      }
       self.allocationRecorder = nil
     }
     stop()
@@ -58,8 +73,12 @@ final class Recording {
     try timeProfiler?.report()
   }
 
+  func leaksReport() throws -> LeaksReport? {
+    try leaksResult?.get()
+  }
+
   func allocationsReport() throws -> AllocationsReport? {
-    guard let allocationRecording else { return nil }
+    guard configuration.instruments.contains(.allocations), let allocationRecording else { return nil }
     var analysis = AllocationsAnalysis()
     analysis.isAppFrame = ProfileBuilder.isAppCode
     return analysis.report(from: allocationRecording, symbolizer: try Symbolizer())
@@ -75,11 +94,14 @@ public struct RecordingConfiguration: Sendable {
   public var memoryWarningAtEnd: Bool
   /// Allocation stacks cost about twice as much as types and counts alone.
   public var allocationStacks: Bool
+  /// Leaks the leaks instrument does not report (noise from system libraries).
+  public var leakSuppressions: LeakSuppressions = .none
 
   public init(
-    instruments: Set<Instrument> = Set(Instrument.available), sampleRateHz: Int = 1000, clock: SamplingClock = .cpu,
-    memoryWarningAtEnd: Bool = false, allocationStacks: Bool = true
+    instruments: Set<Instrument> = Set(Instrument.defaults), sampleRateHz: Int = 1000, clock: SamplingClock = .cpu,
+    memoryWarningAtEnd: Bool = false, allocationStacks: Bool = true, leakSuppressions: LeakSuppressions = .none
   ) {
+    self.leakSuppressions = leakSuppressions
     self.instruments = instruments
     self.sampleRateHz = sampleRateHz
     self.clock = clock

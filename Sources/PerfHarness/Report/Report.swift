@@ -18,6 +18,8 @@ public struct Report: Codable, Sendable {
   public var timeProfile: TimeProfileReport?
   /// The Allocations instrument's results, when it recorded.
   public var allocations: AllocationsReport?
+  /// The leaks instrument's memory graph: leaked blocks and retain cycles.
+  public var leaks: LeaksReport?
   /// How the scenario's process died, when it crashed or timed out.
   public var crash: CrashInfo?
 
@@ -65,7 +67,7 @@ extension Report {
       environment: .current(),
       scenario: .init(name: scenario, variant: variant, iterations: iterations, instruments: instruments),
       status: .crashed, error: error, wallTimeMilliseconds: wallTimeMilliseconds, steps: [], marks: [], checks: [],
-      timeProfile: nil, allocations: nil, crash: crash)
+      timeProfile: nil, allocations: nil, leaks: nil, crash: crash)
   }
 }
 

@@ -36,9 +36,11 @@ public struct ScenarioRunner {
     let wallTime = ContinuousClock.now - start
     var timeProfile: TimeProfileReport?
     var allocations: AllocationsReport?
+    var leaks: LeaksReport?
     do {
       timeProfile = try recording.timeProfileReport()
       allocations = try recording.allocationsReport()
+      leaks = try recording.leaksReport()
     } catch {
       failure = [failure, "the recording could not be symbolized: \(error)"].compactMap { $0 }.joined(separator: "; ")
     }
@@ -51,7 +53,7 @@ public struct ScenarioRunner {
         instruments: Instrument.allCases.filter(configuration.instruments.contains)),
       status: status, error: failure, wallTimeMilliseconds: wallTime.milliseconds,
       steps: StepSummary.summaries(of: context.steps), marks: recording.marks, checks: [],
-      timeProfile: timeProfile, allocations: allocations, crash: nil)
+      timeProfile: timeProfile, allocations: allocations, leaks: leaks, crash: nil)
   }
 }
 

@@ -33,6 +33,11 @@ public enum RunSummaryText {
     if let allocations = report.allocations {
       lines.append(AllocationsText.render(allocations).trimmingCharacters(in: .newlines))
     }
+    if let leaks = report.leaks {
+      lines.append(
+        leaks.textSummary().split(separator: "\n", omittingEmptySubsequences: false)
+          .map { "  " + $0 }.joined(separator: "\n").trimmingCharacters(in: .newlines))
+    }
     if !report.checks.isEmpty {
       lines.append(ChecksText.render(report.checks).trimmingCharacters(in: .newlines))
     }
