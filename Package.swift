@@ -52,7 +52,9 @@ let package = Package(
     ),
     .executableTarget(name: "perfharness", dependencies: ["PerfHarnessCLI", "Scenarios"]),
     // `make bench`: overhead figures against their targets.
-    .executableTarget(name: "perfharness-bench", dependencies: ["PerfHarness"]),
+    .executableTarget(name: "perfharness-bench", dependencies: ["PerfHarness", "BenchWorkloads"]),
+    .target(name: "BenchWorkloads"),
+    .executableTarget(name: "bench-workload", dependencies: ["BenchWorkloads"]),
     // Scenarios that crash or hang, for the robustness tests.
     .executableTarget(
       name: "perfharness-fixtures", dependencies: ["PerfHarnessCLI", "PerfHarness"], path: "Tests/Fixtures/Scenarios"),

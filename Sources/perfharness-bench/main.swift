@@ -1,3 +1,4 @@
+import BenchWorkloads
 // `make bench`: the overhead figures, measured in one run on this machine, against their
 // targets. Prints a table, writes Reports/bench/bench.json and regenerates the README's
 // performance section. Drives the release `perfharness` binary as a user would.
@@ -22,15 +23,6 @@ func median(_ values: [Double]) -> Double {
 
 // `perfharness-bench churn`: the allocation workload alone, for the peers (heaptrack,
 // valgrind) to run; prints the time its loop took, measured inside.
-if CommandLine.arguments.dropFirst().first == "churn" {
-  var kept: [ChurnNode] = []
-  let start = ContinuousClock.now
-  churn(depth: 30, operations: 2_400_000, kept: &kept)
-  let elapsed = (ContinuousClock.now - start).components
-  print("churn-ms: \(Double(elapsed.seconds) * 1000 + Double(elapsed.attoseconds) / 1e15)")
-  withExtendedLifetime(kept) {}
-  exit(0)
-}
 
 let binDirectory = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
 let perfharness = binDirectory.appendingPathComponent("perfharness")
@@ -102,31 +94,7 @@ figures.append(
 
 // Allocations: an allocation-heavy Swift workload in this process, untracked, with types
 // and counts only, and with full stacks.
-final class ChurnNode {
-  var value: Int
-  var next: ChurnNode?
-  init(_ value: Int) { self.value = value }
-}
 
-@inline(never)
-func churn(depth: Int, operations: Int, kept: inout [ChurnNode]) {
-  if depth > 0 {
-    churn(depth: depth - 1, operations: operations, kept: &kept)
-    return
-  }
-  // Each round: one class instance and one array buffer allocated and freed.
-  for index in 0..<(operations / 2) {
-    let node = ChurnNode(index)
-    var buffer = [Int](repeating: index, count: 4 + index % 12)
-    buffer[0] = node.value
-    if index % 100 == 0 { kept.append(node) }
-    blackHole(buffer[0])
-  }
-}
-
-@inline(never) func blackHole(_ value: Int) { withExtendedLifetime(value) {} }
-
-let churnOperations = 2_400_000
 let churnScenario = Scenario("allocation-churn", summary: "bench workload", variants: [.starter], defaultIterations: 1)
 {
   context in
@@ -192,17 +160,26 @@ func tool(_ name: String) -> String? {
 
 /// Runs `command` and returns the time the workload reported (its `churn-ms:` line, or
 /// the steps of a JSON report).
-func timedRun(_ command: [String]) throws -> Double? {
+func timedRun(_ command: [String], timeoutSeconds: Int = 300) throws -> Double? {
+  // Output goes to a file, not a pipe: a peer's helper process left behind (heaptrack's
+  // compressor) must not keep the read open, and a run past its time is abandoned.
+  let outputFile = FileManager.default.temporaryDirectory.appendingPathComponent("perfharness-bench-\(UUID()).out")
+  _ = FileManager.default.createFile(atPath: outputFile.path, contents: nil)
+  defer { try? FileManager.default.removeItem(at: outputFile) }
   let process = Process()
   process.executableURL = URL(fileURLWithPath: command[0])
   process.arguments = Array(command.dropFirst())
-  let output = Pipe()
-  process.standardOutput = output
+  process.standardOutput = try FileHandle(forWritingTo: outputFile)
   process.standardError = FileHandle.nullDevice
   try process.run()
-  let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-  process.waitUntilExit()
+  let deadline = Date(timeIntervalSinceNow: TimeInterval(timeoutSeconds))
+  while process.isRunning && Date() < deadline { usleep(20_000) }
+  if process.isRunning {
+    process.terminate()
+    return nil
+  }
   guard process.terminationStatus == 0 else { return nil }
+  let text = (try? String(contentsOf: outputFile, encoding: .utf8)) ?? ""
   if let line = text.split(separator: "\n").first(where: { $0.hasPrefix("churn-ms: ") }) {
     return Double(line.dropFirst("churn-ms: ".count))
   }
@@ -214,14 +191,16 @@ func timedRun(_ command: [String]) throws -> Double? {
   return nil
 }
 
-let me = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().path
+// The peers run the workload in its own executable: heaptrack's LD_PRELOAD hooks cannot
+// see a program that defines malloc itself, as this one does.
+let me = binDirectory.appendingPathComponent("bench-workload").path
 let peerRounds = max(3, rounds / 2)
 FileHandle.standardError.write(Data("bench: peers, \(peerRounds) rounds each\n".utf8))
 var peerTimes: [String: [Double]] = [:]
 let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("perfharness-bench-peers")
 try? FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
 for round in 0..<peerRounds {
-  if let time = try timedRun([me, "churn"]) { peerTimes["plain", default: []].append(time) }
+  if let time = try timedRun([me]) { peerTimes["plain", default: []].append(time) }
   if let heaptrack = tool("heaptrack"),
     let time = try timedRun([
       heaptrack, "--raw", "-o", scratch.appendingPathComponent("heaptrack-\(round)").path, me, "churn",
@@ -230,7 +209,7 @@ for round in 0..<peerRounds {
     peerTimes["heaptrack", default: []].append(time)
   }
   if let valgrind = tool("valgrind"),
-    let time = try timedRun([valgrind, "--tool=memcheck", "--leak-check=full", "--quiet", me, "churn"])
+    let time = try timedRun([valgrind, "--tool=memcheck", "--leak-check=full", "--quiet", me])
   {
     peerTimes["memcheck", default: []].append(time)
   }
