@@ -102,6 +102,8 @@ struct ProfileBuilder {
     guard frame.isMainExecutable, frame.file != "<compiler-generated>" else { return false }
     // Compiler plumbing between app functions says nothing a reader can act on.
     if compilerThunkPrefixes.contains(where: frame.symbol.hasPrefix) { return false }
+    // Runtime helpers the compiler emits into every Swift binary (__swift_instantiate…).
+    if frame.symbol.hasPrefix("__swift") { return false }
     if let module = frame.swiftModule {
       return !harnessModules.contains(module) && module != "Swift" && module != "__C"
     }
