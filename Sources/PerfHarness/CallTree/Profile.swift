@@ -4,9 +4,9 @@
 /// line always map to the same index in ``Profile/frames``. Call trees aggregate by *function*
 /// (name and module), so several frames (different lines of one function) can become one node.
 public struct ProfileFrame: Hashable, Sendable, Codable {
-  /// The demangled function name, for example `PhotoSearch.applyTonalFilter(_:)`.
+  /// The demangled function name, for example `MyApp.Renderer.draw(_:)`.
   public var name: String
-  /// The Swift module or image the code lives in (`"PhotoSearch"`, `"libc.so.6"`).
+  /// The Swift module or image the code lives in (`"MyApp"`, `"libc.so.6"`).
   public var module: String
   /// `true` for the profiled program's own code, `false` for system libraries.
   /// Drives Hide System Libraries.

@@ -3,8 +3,8 @@ import Foundation
 /// Shortens demangled Swift names the way Instruments shows them: argument labels instead
 /// of argument types, no return types, no closure signatures.
 ///
-/// `closure #1 (Swift.UnsafeBufferPointer<Swift.UInt8>) -> () in PhotoSearch.Image.applyTonalFilter() -> PhotoSearch.Image`
-/// becomes `closure #1 in PhotoSearch.Image.applyTonalFilter()`.
+/// `closure #1 (Swift.UnsafeBufferPointer<Swift.UInt8>) -> () in MyApp.Image.blurred() -> MyApp.Image`
+/// becomes `closure #1 in MyApp.Image.blurred()`.
 enum SymbolName {
   static func simplified(_ demangled: String) -> String {
     // Attributes of closure types (`@Swift.MainActor @Sendable`) say nothing about where

@@ -192,12 +192,12 @@ func demangleSymbolName(_ mangled: String) -> String? {
 }
 
 /// The Swift module a mangled symbol belongs to, read from the start of its mangling:
-/// "$s11PhotoSearch…" → "PhotoSearch", a standard-library substitution ("$sSi…", "$ss…")
+/// "$s5MyApp…" → "MyApp", a standard-library substitution ("$sSi…", "$ss…")
 /// → "Swift", an imported C/Objective-C context ("$sSo…", "$sSC…") → "__C". nil for
 /// non-Swift names and for manglings that do not start with a plain module identifier.
 ///
 /// This names the module of the outermost context: an extension that an app declares on a
-/// standard-library type ("$sSa11PhotoSearchE…") reports "Swift". Use the image to decide
+/// standard-library type ("$sSa5MyAppE…") reports "Swift". Use the image to decide
 /// what is the user's code.
 func swiftModuleName(fromMangled mangled: String) -> String? {
   var rest = Substring(mangled)
