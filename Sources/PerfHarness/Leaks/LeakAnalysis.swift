@@ -64,8 +64,12 @@ enum LeakAnalysis {
     recording: AllocationRecording, symbolizer: Symbolizer?, suppressions: LeakSuppressions = .none,
     options: HeapGraph.Options = HeapGraph.Options()
   ) throws -> LeaksReport {
+    let start = ContinuousClock.now
     let graph = try HeapGraph.scan(blocks: recording.liveBlocks, options: options)
-    return classify(graph: graph, recording: recording, symbolizer: symbolizer, suppressions: suppressions)
+    var report = classify(graph: graph, recording: recording, symbolizer: symbolizer, suppressions: suppressions)
+    let elapsed = (ContinuousClock.now - start).components
+    report.analysisMilliseconds = Double(elapsed.seconds) * 1000 + Double(elapsed.attoseconds) / 1e15
+    return report
   }
 
   /// The per-node facts the classification needs, from the recording.

@@ -19,7 +19,10 @@ public struct LeaksReport: Codable, Sendable, Equatable {
   /// Threads whose stack could not be scanned at their stack pointer (they did not park).
   public var unscannedThreads: Int
   public var threadsScanned: Int
+  /// The graph scan alone (threads parked).
   public var scanMilliseconds: Double
+  /// Scan, classification and symbolization together.
+  public var analysisMilliseconds: Double = 0
   /// Live blocks in the graph (allocated while recording and live at its end).
   public var blocksScanned: Int
   public var edgeCount: Int
