@@ -274,18 +274,19 @@ enum LeakAnalysis {
       }
       var position: [Int: Int] = [:]
       for (index, node) in members.enumerated() { position[node] = index }
+      func reportEdge(from node: Int, edge: Int, to index: Int) -> LeaksReport.Cycle.Edge {
+        let offset = Int(graph.edgeOffset[edge] & UInt32(CPerfHeapScan_EdgeOffsetMask))
+        return LeaksReport.Cycle.Edge(
+          from: position[node]!, to: index, offset: offset,
+          name: namer.name(
+            for: block(node), category: categories[Int(nodeCategory[node])], offset: offset, graph: graph, node: node),
+          kind: edgeKind[edge] == .strong ? "strong" : "unowned")
+      }
       var edges: [LeaksReport.Cycle.Edge] = []
       for node in members {
         for edge in Int(graph.edgeStart[node])..<Int(graph.edgeStart[node + 1]) where edgeKind[edge] != .weak {
           guard let to = position[Int(graph.edgeTarget[edge])] else { continue }
-          let offset = Int(graph.edgeOffset[edge] & UInt32(CPerfHeapScan_EdgeOffsetMask))
-          edges.append(
-            LeaksReport.Cycle.Edge(
-              from: position[node]!, to: to, offset: offset,
-              name: namer.name(
-                for: block(node), category: categories[Int(nodeCategory[node])], offset: offset, graph: graph,
-                node: node),
-              kind: edgeKind[edge] == .strong ? "strong" : "unowned"))
+          edges.append(reportEdge(from: node, edge: edge, to: to))
         }
       }
       let signature =
@@ -315,14 +316,7 @@ enum LeakAnalysis {
         where edgeKind[edge] != .weak && edgeKind[edge] != .sideTable {
           let target = Int(graph.edgeTarget[edge])
           guard position[target] == nil, !reachable[target], let index = neighborIndex(target) else { continue }
-          let offset = Int(graph.edgeOffset[edge] & UInt32(CPerfHeapScan_EdgeOffsetMask))
-          neighborEdges.append(
-            LeaksReport.Cycle.Edge(
-              from: position[node]!, to: index, offset: offset,
-              name: namer.name(
-                for: block(node), category: categories[Int(nodeCategory[node])], offset: offset, graph: graph,
-                node: node),
-              kind: edgeKind[edge] == .strong ? "strong" : "unowned"))
+          neighborEdges.append(reportEdge(from: node, edge: edge, to: index))
         }
       }
       cycleIndexBySignature[signature] = cycles.count
