@@ -236,18 +236,26 @@ static void rule_insert(uint64_t key, uint32_t rule) {
   atomic_store_explicit(&set[(key >> 1) % RULE_WAYS], word, memory_order_relaxed);
 }
 
+// Steps libunwind once from the frame (ip, sp, bp), registers otherwise as in uc. The
+// cursor points into ctx, which the caller owns. Returns unw_step's result, or -1 when
+// the cursor cannot be set up.
+static int step_once(unw_context_t *ctx, unw_cursor_t *cursor, const ucontext_t *uc, uint64_t ip, uint64_t sp,
+                     uint64_t bp, bool leaf) {
+  memcpy(ctx, uc, sizeof(*ctx) < sizeof(*uc) ? sizeof(*ctx) : sizeof(*uc));
+  ctx->uc_mcontext.gregs[REG_RIP] = (greg_t)ip;
+  ctx->uc_mcontext.gregs[REG_RSP] = (greg_t)sp;
+  ctx->uc_mcontext.gregs[REG_RBP] = (greg_t)bp;
+  if (unw_init_local2(cursor, ctx, leaf ? UNW_INIT_SIGNAL_FRAME : 0) < 0) return -1;
+  return unw_step(cursor);
+}
+
 // One libunwind step from the frame (ip, sp, bp), turned into a rule; 0 if the frame
 // does not fit the rule shapes (then the sample falls back to unw_backtrace).
 static uint32_t derive_rule(const ucontext_t *uc, uint64_t ip, uint64_t sp, uint64_t bp, bool leaf,
                             uint64_t high) {
   unw_context_t ctx;
-  memcpy(&ctx, uc, sizeof(ctx) < sizeof(*uc) ? sizeof(ctx) : sizeof(*uc));
-  ctx.uc_mcontext.gregs[REG_RIP] = (greg_t)ip;
-  ctx.uc_mcontext.gregs[REG_RSP] = (greg_t)sp;
-  ctx.uc_mcontext.gregs[REG_RBP] = (greg_t)bp;
   unw_cursor_t cursor;
-  if (unw_init_local2(&cursor, &ctx, leaf ? UNW_INIT_SIGNAL_FRAME : 0) < 0) return 0;
-  int r = unw_step(&cursor);
+  int r = step_once(&ctx, &cursor, uc, ip, sp, bp, leaf);
   if (r == 0) return RULE_END;
   if (r < 0) return 0;
   unw_word_t cip = 0, csp = 0, cbp = 0;
@@ -279,13 +287,8 @@ static uint32_t derive_rule(const ucontext_t *uc, uint64_t ip, uint64_t sp, uint
 static bool libunwind_step(const ucontext_t *uc, uint64_t ip, uint64_t sp, uint64_t bp, bool leaf, uint64_t *nip,
                            uint64_t *nsp, uint64_t *nbp) {
   unw_context_t ctx;
-  memcpy(&ctx, uc, sizeof(ctx) < sizeof(*uc) ? sizeof(ctx) : sizeof(*uc));
-  ctx.uc_mcontext.gregs[REG_RIP] = (greg_t)ip;
-  ctx.uc_mcontext.gregs[REG_RSP] = (greg_t)sp;
-  ctx.uc_mcontext.gregs[REG_RBP] = (greg_t)bp;
   unw_cursor_t cursor;
-  if (unw_init_local2(&cursor, &ctx, leaf ? UNW_INIT_SIGNAL_FRAME : 0) < 0) return false;
-  int r = unw_step(&cursor);
+  int r = step_once(&ctx, &cursor, uc, ip, sp, bp, leaf);
   if (r < 0) return false;
   if (r == 0) {
     *nip = 0;
