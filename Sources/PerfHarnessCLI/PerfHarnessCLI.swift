@@ -33,7 +33,7 @@ struct PerfHarnessCommand: ParsableCommand {
       crashed or timed out · 64 usage error · 1 any other harness error.
       """,
     version: PerfHarnessVersion.current,
-    subcommands: [ListCommand.self, ScenarioCommand.self, ReportCommand.self])
+    subcommands: [ListCommand.self, ScenarioCommand.self, ReportCommand.self, CompareCommand.self])
 }
 
 /// Exit codes of the contract (DESIGN.md).

@@ -20,6 +20,14 @@ struct ScenarioCommand: ParsableCommand {
   @OptionGroup var options: ScenarioOptions
   @OptionGroup var checks: CheckOptions
 
+  @Option(
+    help: ArgumentHelp(
+      "Compare each run with this stored report (or folder of <scenario>/<variant>/report.json); exit 2 on a regression.",
+      valueName: "file"))
+  var baseline: String?
+
+  @OptionGroup var tolerances: ComparisonOptions
+
   mutating func validate() throws {
     let catalog = PerfHarnessCLI.currentCatalog
     for name in names where catalog.scenario(named: name) == nil {
@@ -33,6 +41,16 @@ struct ScenarioCommand: ParsableCommand {
         _ = try checks.thresholds(for: scenario)
       }
     }
+    _ = try tolerances.tolerances()
+    if let baseline {
+      for scenario in selectedScenarios {
+        _ = try BaselineSource(path: baseline).report(scenario: scenario.name, variant: variant(of: scenario).rawValue)
+      }
+    }
+  }
+
+  private func variant(of scenario: Scenario) -> ScenarioVariant {
+    options.variant.map(ScenarioVariant.init(rawValue:)) ?? scenario.variants[0]
   }
 
   var selectedScenarios: [Scenario] {
@@ -53,7 +71,7 @@ struct ScenarioCommand: ParsableCommand {
     let runner = ScenarioRunner(configuration: options.recordingConfiguration)
     var reports: [Report] = []
     for scenario in selectedScenarios {
-      let variant = options.variant.map(ScenarioVariant.init(rawValue:)) ?? scenario.variants[0]
+      let variant = variant(of: scenario)
       let iterations = options.iterations ?? scenario.defaultIterations
       Progress.report("running \(scenario.name) [\(variant)] ...")
       if let childResult = options.childResult {
@@ -76,6 +94,13 @@ struct ScenarioCommand: ParsableCommand {
           report.error =
             "--check: no thresholds for \(scenario.name) (no \(checks.thresholds)/\(scenario.name).yaml and no limit flags)"
         }
+      }
+      if let baseline {
+        let stored = try BaselineSource(path: baseline).report(scenario: scenario.name, variant: variant.rawValue)
+        let comparison = BaselineComparison.compare(
+          report, with: stored.report, baselinePath: stored.path, tolerances: try tolerances.tolerances())
+        report.comparison = comparison
+        if report.status == .passed && !comparison.passed { report.status = .failed }
       }
       let path = try ReportWriter(directory: options.output).write(report)
       switch options.format {

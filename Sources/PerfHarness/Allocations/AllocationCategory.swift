@@ -122,7 +122,7 @@ struct SwiftMetadataNamer {
       let flags = UnsafeRawPointer(bitPattern: description)!.load(as: UInt32.self)
       guard flags & 0x1F == 16 else { return unknown }  // ContextDescriptorKind.class
       let type = unsafeBitCast(UnsafeRawPointer(bitPattern: metadata)!, to: Any.Type.self)
-      return AllocationCategory(name: _typeName(type, qualified: true), kind: .swiftClass)
+      return AllocationCategory(name: Self.withoutAddresses(_typeName(type, qualified: true)), kind: .swiftClass)
     case 0x400:
       return AllocationCategory(name: "closure context", kind: .closureContext)
     case 0x500:
@@ -136,6 +136,20 @@ struct SwiftMetadataNamer {
     default:
       return unknown
     }
+  }
+
+  /// Private types print as "(unknown context at $7f…)": the address moves with ASLR, so
+  /// without it the same type keeps one name across runs (and baselines can match it).
+  static func withoutAddresses(_ name: String) -> String {
+    let marker = "unknown context at $"
+    guard name.contains(marker) else { return name }
+    var result = ""
+    var rest = Substring(name)
+    while let range = rest.range(of: marker) {
+      result += rest[..<range.lowerBound] + "unknown context"
+      rest = rest[range.upperBound...].drop { $0.isHexDigit }
+    }
+    return result + rest
   }
 
   private static func readableRanges() -> [(start: UInt, end: UInt)] {

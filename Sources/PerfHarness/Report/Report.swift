@@ -22,6 +22,8 @@ public struct Report: Codable, Sendable {
   public var leaks: LeaksReport?
   /// How the scenario's process died, when it crashed or timed out.
   public var crash: CrashInfo?
+  /// This run against a stored report, when run with `--baseline`.
+  public var comparison: BaselineComparison? = nil
 
   public static let currentSchemaVersion = 1
 

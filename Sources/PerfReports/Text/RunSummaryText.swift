@@ -41,6 +41,9 @@ public enum RunSummaryText {
     if !report.checks.isEmpty {
       lines.append(ChecksText.render(report.checks).trimmingCharacters(in: .newlines))
     }
+    if let comparison = report.comparison {
+      lines.append(ComparisonText.render(comparison).trimmingCharacters(in: .newlines))
+    }
     if let reportPath {
       lines.append("  report: \(reportPath)")
     }

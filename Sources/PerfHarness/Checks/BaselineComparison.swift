@@ -1,0 +1,168 @@
+/// A run measured against a stored report of the same scenario: `--baseline` and
+/// `perfharness compare` (the JSON report's `comparison` section).
+///
+/// Memory and leak figures are gated: one that grew beyond the tolerance fails the
+/// comparison. Times are shown but gated only when a time tolerance is given, because wall
+/// and CPU time on a shared CI machine swing by more than any useful tolerance.
+public struct BaselineComparison: Codable, Sendable, Equatable {
+  /// Where the baseline report was read from.
+  public var baseline: String
+  /// The baseline's scenario and variant, e.g. "search-drill-downs [starter]".
+  public var baselineScenario: String
+  public var tolerancePercent: Double
+  /// nil when times are informational.
+  public var timeTolerancePercent: Double?
+  /// Increases of byte figures up to this many bytes never fail (allocator noise).
+  public var minimumBytes: Int
+  public var passed: Bool
+  public var rows: [Row]
+
+  public struct Row: Codable, Sendable, Equatable {
+    public var metric: String
+    /// "bytes", "count" or "ms".
+    public var unit: String
+    /// nil when that run did not measure it.
+    public var baseline: Double?
+    public var current: Double?
+    /// nil when either side is missing, or the baseline is 0.
+    public var changePercent: Double?
+    /// nil when the row is informational.
+    public var limitPercent: Double?
+    public var passed: Bool
+    public var detail: String?
+  }
+}
+
+/// How much a figure may grow before the comparison fails.
+public struct ComparisonTolerances: Sendable, Equatable {
+  public var percent: Double
+  public var timePercent: Double?
+  public var minimumBytes: Int
+
+  public init(percent: Double = 10, timePercent: Double? = nil, minimumBytes: Int = 4096) {
+    self.percent = percent
+    self.timePercent = timePercent
+    self.minimumBytes = minimumBytes
+  }
+}
+
+extension BaselineComparison {
+  /// Types whose # Persistent changed get a row each, the largest increases first, up to this many.
+  static let persistentTypeRowLimit = 20
+
+  /// Compares `current` with `baseline`, figure by figure.
+  /// - Parameters:
+  ///   - baselinePath: shown in the report so a reader knows what the run was held against.
+  public static func compare(
+    _ current: Report, with baseline: Report, baselinePath: String, tolerances: ComparisonTolerances = .init()
+  ) -> BaselineComparison {
+    var builder = RowBuilder(tolerances: tolerances)
+
+    let base = baseline.allocations
+    let now = current.allocations
+    builder.gated("peak heap", .bytes, base?.totals.peakLiveBytes, now?.totals.peakLiveBytes)
+    builder.gated("persistent bytes", .bytes, base?.totals.persistentBytes, now?.totals.persistentBytes)
+    builder.gated("persistent blocks", .count, base?.totals.persistentCount, now?.totals.persistentCount)
+    builder.gated("total allocations", .count, base?.totals.totalAllocations, now?.totals.totalAllocations)
+    builder.gated(
+      "max growth per generation (after the first)", .bytes, base.map(maxGrowthAfterWarmUp),
+      now.map(maxGrowthAfterWarmUp))
+    if let base, let now { builder.persistentTypes(base, now) }
+
+    // A leak is never noise: any increase in leaked bytes counts.
+    builder.gated("leaked bytes", .bytes, baseline.leaks?.leakedBytes, current.leaks?.leakedBytes, minimum: 0)
+    builder.gated(
+      "retain cycles", .count, baseline.leaks.map(cycleCount), current.leaks.map(cycleCount))
+
+    builder.timed("wall time", baseline.wallTimeMilliseconds, current.wallTimeMilliseconds)
+    builder.timed(
+      "sampled time", baseline.timeProfile?.totalWeightMilliseconds, current.timeProfile?.totalWeightMilliseconds)
+    let baseSteps = Dictionary(baseline.steps.map { ($0.name, $0.medianMilliseconds) }) { first, _ in first }
+    for step in current.steps {
+      builder.timed("step '\(step.name)' median", baseSteps[step.name], step.medianMilliseconds)
+    }
+
+    return BaselineComparison(
+      baseline: baselinePath, baselineScenario: "\(baseline.scenario.name) [\(baseline.scenario.variant)]",
+      tolerancePercent: tolerances.percent, timeTolerancePercent: tolerances.timePercent,
+      minimumBytes: tolerances.minimumBytes, passed: builder.rows.allSatisfy(\.passed), rows: builder.rows)
+  }
+
+  private static func maxGrowthAfterWarmUp(_ allocations: AllocationsReport) -> Int {
+    allocations.generations.dropFirst(Thresholds().warmUpGenerations).map(\.growthBytes).max() ?? 0
+  }
+
+  private static func cycleCount(_ leaks: LeaksReport) -> Int {
+    leaks.cycles.reduce(0) { $0 + $1.instances }
+  }
+}
+
+private enum Unit: String {
+  case bytes, count, ms
+}
+
+private struct RowBuilder {
+  let tolerances: ComparisonTolerances
+  var rows: [BaselineComparison.Row] = []
+
+  mutating func gated(_ metric: String, _ unit: Unit, _ baseline: Int?, _ current: Int?, minimum: Int? = nil) {
+    let slack = unit == .bytes ? (minimum ?? tolerances.minimumBytes) : 0
+    add(metric, unit, baseline.map(Double.init), current.map(Double.init), limit: tolerances.percent, slack: slack)
+  }
+
+  mutating func timed(_ metric: String, _ baseline: Double?, _ current: Double?) {
+    add(metric, .ms, baseline, current, limit: tolerances.timePercent, slack: 0)
+  }
+
+  /// # Persistent of each Swift type (not malloc size classes) whose count changed: a screen
+  /// that now stays alive shows up here by name even when the byte totals hide it.
+  mutating func persistentTypes(_ baseline: AllocationsReport, _ current: AllocationsReport) {
+    let baseCounts = Dictionary(
+      baseline.categories.filter { $0.kind != "malloc" }.map { ($0.name, $0.persistentCount) }
+    ) { first, _ in first }
+    let currentCounts = Dictionary(
+      current.categories.filter { $0.kind != "malloc" }.map { ($0.name, $0.persistentCount) }
+    ) { first, _ in first }
+    let changed = Set(baseCounts.keys).union(currentCounts.keys)
+      .map { (name: $0, base: baseCounts[$0] ?? 0, now: currentCounts[$0] ?? 0) }
+      .filter { $0.base != $0.now }
+      .sorted { ($0.now - $0.base, $1.name) > ($1.now - $1.base, $0.name) }
+    for type in changed.prefix(BaselineComparison.persistentTypeRowLimit) {
+      add(
+        "# Persistent \(type.name)", .count, Double(type.base), Double(type.now), limit: tolerances.percent, slack: 0)
+    }
+  }
+
+  private mutating func add(
+    _ metric: String, _ unit: Unit, _ baseline: Double?, _ current: Double?, limit: Double?, slack: Int
+  ) {
+    guard baseline != nil || current != nil else { return }
+    var row = BaselineComparison.Row(
+      metric: metric, unit: unit.rawValue, baseline: baseline, current: current, changePercent: nil,
+      limitPercent: limit, passed: true, detail: nil)
+    switch (baseline, current) {
+    case (let base?, let now?):
+      if base != 0 { row.changePercent = (now - base) / base * 100 }
+      if let limit {
+        let allowed = base * (1 + limit / 100)
+        row.passed = now <= allowed || now - base <= Double(slack)
+        if !row.passed {
+          row.detail = base == 0 ? "was 0" : "more than \(formatPercent(limit)) over the baseline"
+        }
+      }
+    case (_?, nil):
+      // A gate that silently passes because the figure is gone is worse than a failure.
+      row.passed = limit == nil
+      row.detail = "not measured in this run"
+    case (nil, _?):
+      row.detail = "not measured in the baseline"
+    case (nil, nil):
+      break
+    }
+    rows.append(row)
+  }
+}
+
+private func formatPercent(_ value: Double) -> String {
+  value == value.rounded() ? "\(Int(value)) %" : "\(value) %"
+}

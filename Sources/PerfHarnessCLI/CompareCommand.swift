@@ -1,0 +1,53 @@
+import ArgumentParser
+import Foundation
+import PerfHarness
+import PerfReports
+
+struct CompareCommand: ParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "compare",
+    abstract: "Compare a report with a stored baseline; exit 2 when a figure grew beyond the tolerance.",
+    discussion: """
+      Gated: peak heap, persistent bytes and blocks, total allocations, the largest \
+      generation growth after the first, # Persistent of each Swift type, leaked bytes and \
+      retain cycles. Wall, sampled and step times are shown, and gated only with \
+      --time-tolerance.
+      """)
+
+  @Argument(help: ArgumentHelp("The baseline report.json.", valueName: "base.json"))
+  var base: String
+
+  @Argument(help: ArgumentHelp("The report.json to check against it.", valueName: "new.json"))
+  var new: String
+
+  @OptionGroup var tolerances: ComparisonOptions
+
+  @Option(help: "text: a table on stdout; json: the comparison as JSON.")
+  var format: OutputFormat = .text
+
+  mutating func validate() throws {
+    _ = try tolerances.tolerances()
+  }
+
+  func run() throws {
+    let baseline = try StoredReport.read(base)
+    let current = try StoredReport.read(new)
+    guard baseline.scenario.name == current.scenario.name else {
+      throw HarnessError(
+        "\(base) is a report of \(baseline.scenario.name) and \(new) of \(current.scenario.name); compare reports of the same scenario"
+      )
+    }
+    let comparison = BaselineComparison.compare(
+      current, with: baseline, baselinePath: base, tolerances: try tolerances.tolerances())
+    switch format {
+    case .text:
+      print("\(current.scenario.name) [\(current.scenario.variant)] in \(new)")
+      print(ComparisonText.render(comparison), terminator: "")
+    case .json:
+      let encoder = JSONEncoder()
+      encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+      print(String(decoding: try encoder.encode(comparison), as: UTF8.self))
+    }
+    if !comparison.passed { throw ExitCodes.checkFailed }
+  }
+}

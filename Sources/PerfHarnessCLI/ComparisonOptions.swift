@@ -1,0 +1,74 @@
+import ArgumentParser
+import Foundation
+import PerfHarness
+
+/// How much a figure may grow over its baseline: shared by `compare` and `scenario --baseline`.
+struct ComparisonOptions: ParsableArguments {
+  @Option(
+    help: ArgumentHelp(
+      "Memory and leak figures may grow by this many percent over the baseline.", valueName: "percent"))
+  var tolerance: Double = 10
+
+  @Option(
+    name: .customLong("time-tolerance"),
+    help: ArgumentHelp(
+      "Gate times too: wall, sampled and step times may grow by this many percent (default: shown, not gated).",
+      valueName: "percent"))
+  var timeTolerance: Double?
+
+  @Option(
+    name: .customLong("min-increase"),
+    help: ArgumentHelp("Byte figures never fail for an increase up to this size (e.g. 4KB).", valueName: "size"))
+  var minIncrease: String = "4KiB"
+
+  func tolerances() throws -> ComparisonTolerances {
+    for (flag, value) in [("--tolerance", tolerance), ("--time-tolerance", timeTolerance)] {
+      if let value, !(value.isFinite && value >= 0) {
+        throw ValidationError("\(flag) '\(value)' is not a percentage; accepted: a number >= 0 (e.g. 10 or 2.5)")
+      }
+    }
+    guard let minimum = ByteSize(parsing: minIncrease) else {
+      throw ValidationError("--min-increase '\(minIncrease)' is not a size; accepted: \(ByteSize.acceptedForms)")
+    }
+    return ComparisonTolerances(percent: tolerance, timePercent: timeTolerance, minimumBytes: minimum.bytes)
+  }
+}
+
+/// Where `--baseline` finds the stored report for a scenario run.
+struct BaselineSource {
+  var path: String
+
+  /// A report file holds one scenario; a folder holds `<scenario>/<variant>/report.json`
+  /// as `--output` writes them.
+  func reportPath(scenario: String, variant: String) throws -> String {
+    var isDirectory: ObjCBool = false
+    guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
+      throw ValidationError(
+        "--baseline '\(path)' does not exist; accepted: a report.json, or a folder of <scenario>/<variant>/report.json")
+    }
+    guard isDirectory.boolValue else { return path }
+    let file = URL(fileURLWithPath: path).appendingPathComponent(scenario).appendingPathComponent(variant)
+      .appendingPathComponent("report.json").path
+    guard FileManager.default.fileExists(atPath: file) else {
+      throw ValidationError("--baseline folder '\(path)' has no report for \(scenario) [\(variant)]: no \(file)")
+    }
+    return file
+  }
+
+  /// The baseline for `scenario`, read and checked to be a report of that scenario.
+  func report(scenario: String, variant: String) throws -> (report: Report, path: String) {
+    let file = try reportPath(scenario: scenario, variant: variant)
+    let report: Report
+    do {
+      report = try StoredReport.read(file)
+    } catch {
+      throw ValidationError("--baseline: \(error)")
+    }
+    guard report.scenario.name == scenario else {
+      throw ValidationError(
+        "--baseline \(file) is a report of \(report.scenario.name), not of \(scenario); pass a folder of reports (<scenario>/<variant>/report.json) to compare several scenarios"
+      )
+    }
+    return (report, file)
+  }
+}

@@ -1,0 +1,43 @@
+import Foundation
+import PerfHarness
+
+/// A run against its baseline, figure by figure: what `compare` and `--baseline` print.
+public enum ComparisonText {
+  public static func render(_ comparison: BaselineComparison) -> String {
+    let failed = comparison.rows.filter { !$0.passed }.count
+    let timeGate = comparison.timeTolerancePercent.map { "times +\(percent($0))" } ?? "times not gated"
+    var lines = [
+      "  Baseline \(comparison.baselineScenario) (\(comparison.baseline)): "
+        + (comparison.passed ? "no regression" : "\(failed) regressed")
+        + " [tolerance +\(percent(comparison.tolerancePercent)), bytes beyond \(formatBytes(comparison.minimumBytes)), \(timeGate)]"
+    ]
+    guard !comparison.rows.isEmpty else { return lines.joined(separator: "\n") + "\n" }
+    let width = min(56, comparison.rows.map(\.metric.count).max() ?? 10)
+    lines.append(
+      "    " + pad("", 5) + pad("metric", width) + leftPad("baseline", 12) + leftPad("current", 12)
+        + leftPad("change", 10) + leftPad("limit", 8))
+    for row in comparison.rows {
+      let status = !row.passed ? "FAIL " : (row.limitPercent == nil ? "     " : "ok   ")
+      lines.append(
+        "    " + status + pad(row.metric, width) + leftPad(value(row.baseline, unit: row.unit), 12)
+          + leftPad(value(row.current, unit: row.unit), 12)
+          + leftPad(row.changePercent.map { String(format: "%+.1f %%", $0) } ?? "-", 10)
+          + leftPad(row.limitPercent.map { "+" + percent($0) } ?? "-", 8)
+          + (row.detail.map { "  \($0)" } ?? ""))
+    }
+    return lines.joined(separator: "\n") + "\n"
+  }
+
+  private static func value(_ value: Double?, unit: String) -> String {
+    guard let value else { return "-" }
+    switch unit {
+    case "bytes": return formatBytes(Int(value))
+    case "ms": return formatMilliseconds(value)
+    default: return String(Int(value))
+    }
+  }
+
+  private static func percent(_ value: Double) -> String {
+    value == value.rounded() ? "\(Int(value)) %" : String(format: "%.1f %%", value)
+  }
+}

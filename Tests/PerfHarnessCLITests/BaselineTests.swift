@@ -1,0 +1,103 @@
+import Foundation
+import PerfHarness
+import Testing
+
+/// `--baseline` and `perfharness compare`: a run held against a stored report.
+@Suite("Baselines and compare")
+struct BaselineTests {
+  let perfharness = try! BuiltBinary("perfharness")
+
+  /// Runs closure-retain-cycles once per variant into one folder: the fixed run is the
+  /// baseline the other runs are held against.
+  private func record(_ variant: String, into directory: URL, extra: [String] = []) throws -> BuiltBinary.Result {
+    try perfharness.run(
+      [
+        "scenario", "closure-retain-cycles", "--variant", variant, "--iterations", "3", "--instruments",
+        "allocations", "--format", "json", "--output", directory.path,
+      ] + extra)
+  }
+
+  private func report(in directory: URL, variant: String) throws -> Report {
+    let file = directory.appendingPathComponent("closure-retain-cycles/\(variant)/report.json")
+    return try JSONDecoder().decode(Report.self, from: Data(contentsOf: file))
+  }
+
+  @Test("a starter run against a fixed baseline fails on the screens that now persist; fixed against fixed passes")
+  func scenarioBaseline() throws {
+    let base = try temporaryDirectory()
+    let runs = try temporaryDirectory()
+    defer {
+      try? FileManager.default.removeItem(at: base)
+      try? FileManager.default.removeItem(at: runs)
+    }
+    #expect(try record("fixed", into: base).status == 0)
+    let baselineFile = base.appendingPathComponent("closure-retain-cycles/fixed/report.json").path
+
+    let again = try record("fixed", into: runs, extra: ["--baseline", base.path])
+    #expect(again.status == 0, "\(again.standardOutput.prefix(4000))")
+    let rerun = try report(in: runs, variant: "fixed")
+    #expect(rerun.comparison?.passed == true)
+    #expect(rerun.comparison?.baseline == baselineFile)
+
+    let starter = try record("starter", into: runs, extra: ["--baseline", baselineFile])
+    #expect(starter.status == 2)
+    let comparison = try #require(try report(in: runs, variant: "starter").comparison)
+    #expect(!comparison.passed)
+    let failed = comparison.rows.filter { !$0.passed }.map(\.metric)
+    #expect(failed.contains("# Persistent PhotoSearch.SearchResultsViewController"), "\(failed)")
+    #expect(failed.contains("persistent bytes"), "\(failed)")
+  }
+
+  @Test("compare prints the table and exits 2 on a regression, 0 without one")
+  func compareCommand() throws {
+    let directory = try temporaryDirectory()
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let second = try temporaryDirectory()
+    defer { try? FileManager.default.removeItem(at: second) }
+    _ = try record("fixed", into: directory)
+    _ = try record("starter", into: directory)
+    _ = try record("fixed", into: second)
+    let fixed = directory.appendingPathComponent("closure-retain-cycles/fixed/report.json").path
+    let starter = directory.appendingPathComponent("closure-retain-cycles/starter/report.json").path
+    let fixedAgain = second.appendingPathComponent("closure-retain-cycles/fixed/report.json").path
+
+    let regression = try perfharness.run(["compare", fixed, starter])
+    #expect(regression.status == 2)
+    #expect(regression.standardOutput.contains("FAIL # Persistent PhotoSearch.SearchResultsViewController"))
+
+    let same = try perfharness.run(["compare", fixed, fixedAgain, "--format", "json"])
+    #expect(same.status == 0, "\(same.standardOutput)")
+    let comparison = try JSONDecoder().decode(BaselineComparison.self, from: Data(same.standardOutput.utf8))
+    #expect(comparison.passed && comparison.baseline == fixed)
+  }
+
+  @Test(
+    "bad input names the input and the accepted forms",
+    arguments: [
+      (["compare", "/nonexistent/base.json", "/nonexistent/new.json"], Int32(1), "cannot read the report"),
+      (["compare", "a.json", "b.json", "--tolerance=-5"], Int32(64), "accepted: a number >= 0"),
+      (["compare", "a.json", "b.json", "--min-increase", "lots"], Int32(64), "accepted: a number followed by"),
+      (
+        ["scenario", "closure-retain-cycles", "--baseline", "/nonexistent"], Int32(64),
+        "accepted: a report.json, or a folder"
+      ),
+    ])
+  func badInput(arguments: [String], status: Int32, message: String) throws {
+    let result = try perfharness.run(arguments)
+    #expect(result.status == status)
+    #expect(result.standardError.contains(message), "\(result.standardError)")
+  }
+
+  @Test("a baseline of another scenario is refused before anything runs")
+  func otherScenario() throws {
+    let directory = try temporaryDirectory()
+    defer { try? FileManager.default.removeItem(at: directory) }
+    _ = try record("fixed", into: directory)
+    let file = directory.appendingPathComponent("closure-retain-cycles/fixed/report.json").path
+    let result = try perfharness.run(["scenario", "search-drill-downs", "--baseline", file])
+    #expect(result.status == 64)
+    #expect(result.standardError.contains("is a report of closure-retain-cycles"), "\(result.standardError)")
+    let compare = try perfharness.run(["compare", file, file, "--time-tolerance", "0"])
+    #expect(compare.status == 0, "a report equals itself, times included")
+  }
+}

@@ -1,0 +1,131 @@
+import Testing
+
+@testable import PerfHarness
+
+@Suite("Baseline comparison")
+struct BaselineComparisonTests {
+  private func report(
+    persistentBytes: Int = 100_000, peak: Int = 1_000_000, types: [String: Int] = [:], leakedBytes: Int? = nil,
+    wallTime: Double = 100, allocations: Bool = true
+  ) -> Report {
+    var report = Report.crashed(
+      scenario: "sample", variant: "starter", iterations: 3, instruments: [.allocations], error: "",
+      wallTimeMilliseconds: wallTime, crash: CrashInfo(signal: nil, timedOut: false, stack: [], standardErrorTail: []))
+    report.status = .passed
+    report.error = nil
+    report.crash = nil
+    if allocations {
+      report.allocations = AllocationsReport(
+        mode: "countsOnly", durationMilliseconds: wallTime,
+        totals: .init(
+          totalAllocations: 5000, totalBytes: 9_000_000, persistentCount: 300, persistentBytes: persistentBytes,
+          transientCount: 4700, transientBytes: 8_900_000, peakLiveBytes: peak, liveBytesAtEnd: persistentBytes),
+        categories: types.map { name, count in
+          .init(
+            name: name, kind: "swiftClass", persistentCount: count, transientCount: 0, totalCount: count,
+            persistentBytes: count * 48, totalBytes: count * 48)
+        } + [
+          .init(
+            name: "Malloc 64 Bytes", kind: "malloc", persistentCount: 10, transientCount: 9, totalCount: 19,
+            persistentBytes: 640, totalBytes: 1216)
+        ],
+        generations: [], timeline: [],
+        lost: .init(blocks: 0, stacks: 0, freedCategories: 0, timelinePoints: 0),
+        overhead: .init(blockTableBytes: 0, stackTableBytes: 0, bytesPerLiveBlock: 0))
+    }
+    if let leakedBytes {
+      report.leaks = LeaksReport(
+        leakedCount: leakedBytes == 0 ? 0 : 1, leakedBytes: leakedBytes, rootLeaks: [], indirectLeakCount: 0,
+        indirectLeakBytes: 0, indirectLeaks: [], cycles: [], unscannedThreads: 0, threadsScanned: 1,
+        scanMilliseconds: 1, blocksScanned: 10, edgeCount: 5, suppressedCount: 0, suppressedBytes: 0)
+    }
+    return report
+  }
+
+  private func row(_ comparison: BaselineComparison, _ metric: String) throws -> BaselineComparison.Row {
+    try #require(comparison.rows.first { $0.metric == metric }, "\(comparison.rows.map(\.metric))")
+  }
+
+  @Test("a run identical to its baseline passes every gated figure")
+  func identical() {
+    let comparison = BaselineComparison.compare(
+      report(types: ["App.Screen": 1], leakedBytes: 0), with: report(types: ["App.Screen": 1], leakedBytes: 0),
+      baselinePath: "base.json")
+    #expect(comparison.passed)
+    #expect(comparison.rows.contains { $0.metric == "peak heap" && $0.limitPercent == 10 })
+    #expect(!comparison.rows.contains { $0.metric.hasPrefix("# Persistent") }, "unchanged types get no row")
+  }
+
+  @Test(
+    "byte figures fail beyond the tolerance and the minimum increase",
+    arguments: [(105_000, true), (120_000, false), (102_000, true)])
+  func bytesTolerance(current: Int, passes: Bool) throws {
+    let comparison = BaselineComparison.compare(
+      report(persistentBytes: current), with: report(persistentBytes: 100_000), baselinePath: "base.json")
+    let row = try row(comparison, "persistent bytes")
+    #expect(row.passed == passes)
+    #expect(comparison.passed == passes)
+    #expect(abs((row.changePercent ?? 0) - Double(current - 100_000) / 1000) < 1e-9)
+  }
+
+  @Test("an increase within the tolerance but below the minimum bytes passes")
+  func minimumBytes() throws {
+    let comparison = BaselineComparison.compare(
+      report(persistentBytes: 13_000), with: report(persistentBytes: 10_000), baselinePath: "base.json",
+      tolerances: .init(percent: 10, minimumBytes: 4096))
+    #expect(try row(comparison, "persistent bytes").passed)
+  }
+
+  @Test("a type that now persists fails by name; one that persists less does not")
+  func persistentTypes() throws {
+    let comparison = BaselineComparison.compare(
+      report(types: ["App.Screen": 3, "App.Model": 1]), with: report(types: ["App.Model": 4]),
+      baselinePath: "base.json")
+    let screen = try row(comparison, "# Persistent App.Screen")
+    #expect(!screen.passed)
+    #expect(screen.baseline == 0 && screen.current == 3)
+    #expect(try row(comparison, "# Persistent App.Model").passed)
+    #expect(!comparison.rows.contains { $0.metric.contains("Malloc") }, "size classes are not types")
+    #expect(!comparison.passed)
+  }
+
+  @Test("any new leaked byte fails, whatever the minimum increase")
+  func leaks() throws {
+    let comparison = BaselineComparison.compare(
+      report(leakedBytes: 48), with: report(leakedBytes: 0), baselinePath: "base.json")
+    #expect(try !row(comparison, "leaked bytes").passed)
+    #expect(try row(comparison, "retain cycles").passed)
+  }
+
+  @Test("a figure the baseline measured and this run did not fails")
+  func missingMeasurement() throws {
+    let comparison = BaselineComparison.compare(
+      report(allocations: false), with: report(), baselinePath: "base.json")
+    let peak = try row(comparison, "peak heap")
+    #expect(!peak.passed)
+    #expect(peak.detail == "not measured in this run")
+    #expect(!comparison.passed)
+  }
+
+  @Test("times are shown, and gated only with a time tolerance")
+  func times() throws {
+    let slower = report(wallTime: 300)
+    let informational = BaselineComparison.compare(slower, with: report(wallTime: 100), baselinePath: "b")
+    let wall = try row(informational, "wall time")
+    #expect(wall.passed && wall.limitPercent == nil && wall.changePercent == 200)
+    #expect(informational.passed)
+    let gated = BaselineComparison.compare(
+      slower, with: report(wallTime: 100), baselinePath: "b", tolerances: .init(timePercent: 50))
+    #expect(try !row(gated, "wall time").passed)
+    #expect(!gated.passed)
+  }
+
+  @Test("private types keep one name across runs: the ASLR address is dropped")
+  func stableTypeNames() {
+    #expect(
+      SwiftMetadataNamer.withoutAddresses(
+        "Swift.Dictionary<Foundation.(unknown context at $7fb84e7c9920).Box, (unknown context at $7f13a49c9990).Key>")
+        == "Swift.Dictionary<Foundation.(unknown context).Box, (unknown context).Key>")
+    #expect(SwiftMetadataNamer.withoutAddresses("App.Screen") == "App.Screen")
+  }
+}
