@@ -20,11 +20,18 @@ final class Recording {
 
   func start() throws {
     guard !isRecording else { return }
+    // The time profiler first: its session objects would otherwise be counted as the
+    // scenario's persistent allocations.
+    try timeProfiler?.start()
     let tracksBlocks = configuration.instruments.contains(.allocations) || configuration.instruments.contains(.leaks)
     if tracksBlocks && allocationRecorder == nil && allocationRecording == nil {
-      allocationRecorder = try AllocationRecorder.start(mode: configuration.allocationMode)
+      do {
+        allocationRecorder = try AllocationRecorder.start(mode: configuration.allocationMode)
+      } catch {
+        timeProfiler?.stop()
+        throw error
+      }
     }
-    try timeProfiler?.start()
     isRecording = true
   }
 
