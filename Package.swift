@@ -52,7 +52,7 @@ let package = Package(
     ),
     .executableTarget(name: "perfharness", dependencies: ["PerfHarnessCLI", "Scenarios"]),
     // `make bench`: overhead figures against their targets.
-    .executableTarget(name: "perfharness-bench", dependencies: ["PerfHarness", "BenchWorkloads"]),
+    .executableTarget(name: "perfharness-bench", dependencies: ["PerfHarness", "PerfReports", "BenchWorkloads"]),
     .target(name: "BenchWorkloads"),
     .executableTarget(name: "bench-workload", dependencies: ["BenchWorkloads"]),
     // Scenarios that crash or hang, for the robustness tests.

@@ -176,6 +176,10 @@ figures.append(
     meetsTarget: perBlock < 48,
     detail: "block table bytes per live block with 1 M small objects live; stack table not included"))
 
+// Report generation at the scale the HTML report must stay usable at.
+FileHandle.standardError.write(Data("bench: report generation at scale, 3 recordings\n".utf8))
+figures += try measureReportGeneration(rounds: 3).figures
+
 // Peers on the same workloads, each run as a user would run it, with the loop timed inside.
 func tool(_ name: String) -> String? {
   ["/usr/bin/\(name)", "/usr/local/bin/\(name)"].first { FileManager.default.isExecutableFile(atPath: $0) }

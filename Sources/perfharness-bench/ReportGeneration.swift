@@ -1,0 +1,119 @@
+import BenchWorkloads
+import Foundation
+import PerfHarness
+import PerfReports
+
+// Report generation at scale: a real recording of about 1 M allocations and 100 k samples
+// (wall clock at 10 kHz on four busy threads), then the time and peak memory from the end
+// of the scenario's body to the finished report, and the JSON encoding of that report.
+
+/// Distinct call paths for the sampled phase: `spin` recurses through a mix of four
+/// functions chosen by the seed's digits, so samples land on many different stacks.
+@inline(never) func spinA(_ depth: Int, _ seed: Int, until deadline: ContinuousClock.Instant) -> Int {
+  spin(depth - 1, seed / 4, until: deadline) &+ 1
+}
+@inline(never) func spinB(_ depth: Int, _ seed: Int, until deadline: ContinuousClock.Instant) -> Int {
+  spin(depth - 1, seed / 4, until: deadline) &+ 2
+}
+@inline(never) func spinC(_ depth: Int, _ seed: Int, until deadline: ContinuousClock.Instant) -> Int {
+  spin(depth - 1, seed / 4, until: deadline) &+ 3
+}
+@inline(never) func spinD(_ depth: Int, _ seed: Int, until deadline: ContinuousClock.Instant) -> Int {
+  spin(depth - 1, seed / 4, until: deadline) &+ 4
+}
+@inline(never) func spin(_ depth: Int, _ seed: Int, until deadline: ContinuousClock.Instant) -> Int {
+  if depth == 0 {
+    var total = 0
+    for index in 0..<20_000 { total &+= index &* seed }
+    return total
+  }
+  switch seed % 4 {
+  case 0: return spinA(depth, seed, until: deadline)
+  case 1: return spinB(depth, seed, until: deadline)
+  case 2: return spinC(depth, seed, until: deadline)
+  default: return spinD(depth, seed, until: deadline)
+  }
+}
+
+/// When the scenario's body ended, and the resident set then: the report is built after it.
+nonisolated(unsafe) var bodyEnded = ContinuousClock.now
+nonisolated(unsafe) var residentAtBodyEnd = 0
+
+/// VmHWM or VmRSS from /proc/self/status, in bytes.
+func residentBytes(_ field: String) -> Int {
+  guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
+    let line = status.split(separator: "\n").first(where: { $0.hasPrefix(field + ":") })
+  else { return 0 }
+  return (Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0) * 1024
+}
+
+let reportScaleScenario = Scenario(
+  "report-at-scale", summary: "bench workload", variants: [.starter], defaultIterations: 1
+) { context in
+  var kept: [ChurnNode] = []
+  context.step("allocate") { churn(depth: 25, operations: 1_000_000, kept: &kept) }
+  context.markGeneration("allocated")
+  context.step("spin") {
+    let deadline = ContinuousClock.now + .milliseconds(4000)
+    DispatchQueue.concurrentPerform(iterations: 4) { worker in
+      var seed = worker
+      while ContinuousClock.now < deadline {
+        blackHole(spin(30, seed, until: deadline))
+        seed = (seed &* 1_103_515_245 &+ 12345) & 0xFFFF
+      }
+    }
+  }
+  withExtendedLifetime(kept) {}
+  // From here on the peak resident set is the report's: 5 resets VmHWM to the current RSS.
+  try? "5".write(toFile: "/proc/self/clear_refs", atomically: false, encoding: .utf8)
+  residentAtBodyEnd = residentBytes("VmRSS")
+  bodyEnded = .now
+}
+
+/// Report generation rows for `make bench`: median of `rounds` recordings.
+func measureReportGeneration(rounds: Int) throws -> (figures: [Figure], report: Report?) {
+  var generation: [Double] = []
+  var encoding: [Double] = []
+  var peaks: [Double] = []
+  var samples: [Double] = []
+  var allocations: [Double] = []
+  var lastReport: Report?
+  for _ in 0..<rounds {
+    let configuration = RecordingConfiguration(
+      instruments: [.time, .allocations], sampleRateHz: 10_000, clock: .wall, allocationStacks: true)
+    let report = MainActor.assumeIsolated {
+      ScenarioRunner(configuration: configuration).run(reportScaleScenario, variant: .starter, iterations: 1)
+    }
+    let built = ContinuousClock.now
+    generation.append((built - bodyEnded).benchMilliseconds)
+    peaks.append(Double(residentBytes("VmHWM") - residentAtBodyEnd))
+    let encodeStart = ContinuousClock.now
+    _ = try ReportJSON.encode(report)
+    encoding.append((ContinuousClock.now - encodeStart).benchMilliseconds)
+    samples.append(Double(report.timeProfile?.sampleCount ?? 0))
+    allocations.append(Double(report.allocations?.totals.totalAllocations ?? 0))
+    lastReport = report
+  }
+  let scale = String(
+    format: "%.0f k samples, %.2f M allocations (median of %d recordings)", median(samples) / 1000,
+    median(allocations) / 1e6, rounds)
+  return (
+    [
+      Figure(
+        name: "Report generation: analysis, symbolization, call tree (after the scenario)",
+        measured: median(generation), unit: "ms", target: "–", meetsTarget: nil,
+        detail: scale
+          + String(format: "; peak memory +%.0f MiB over the RSS at the scenario's end", median(peaks) / 1_048_576)),
+      Figure(
+        name: "Report generation: JSON encoding", measured: median(encoding), unit: "ms", target: "–",
+        meetsTarget: nil, detail: scale),
+    ], lastReport
+  )
+}
+
+extension Duration {
+  var benchMilliseconds: Double {
+    let (seconds, attoseconds) = components
+    return Double(seconds) * 1000 + Double(attoseconds) / 1e15
+  }
+}
