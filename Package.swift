@@ -13,6 +13,7 @@ let package = Package(
   dependencies: [
     .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
     .package(url: "https://github.com/jpsim/Yams", from: "6.2.2"),
+    .package(url: "https://github.com/x-sheep/swift-property-based", from: "2.0.1"),
   ],
   targets: [
     // C primitives: only what must be C (signal handler, unwinding, libdw access).
@@ -69,8 +70,12 @@ let package = Package(
       name: "Scenarios", dependencies: ["PerfHarness", "PhotoSearch"], path: "Scenarios", exclude: ["thresholds"]),
 
     .testTarget(name: "PhotoSearchTests", dependencies: ["PhotoSearch"]),
-    .testTarget(name: "PerfHarnessTests", dependencies: ["PerfHarness"]),
+    .testTarget(
+      name: "PerfHarnessTests",
+      dependencies: ["PerfHarness", .product(name: "PropertyBased", package: "swift-property-based")]),
     .testTarget(name: "PerfReportsTests", dependencies: ["PerfReports"]),
-    .testTarget(name: "PerfHarnessCLITests", dependencies: ["PerfHarnessCLI"]),
+    .testTarget(
+      name: "PerfHarnessCLITests",
+      dependencies: ["PerfHarnessCLI", .product(name: "PropertyBased", package: "swift-property-based")]),
   ]
 )
