@@ -63,6 +63,10 @@ let package = Package(
     .executableTarget(
       name: "perfharness-example", dependencies: ["PerfHarnessCLI", "PerfHarness"],
       path: "Examples/CustomScenarios"),
+    // The recorder under stress (16 allocating threads, threads coming and going, a fork, a
+    // thread blocking SIGPROF), run in a child process so a deadlock fails by timeout.
+    .executableTarget(
+      name: "perfharness-stress", dependencies: ["PerfHarnessCLI", "PerfHarness"], path: "Tests/Fixtures/Stress"),
 
     // The sample app (a headless model of the Instruments tutorial's app) and its scenarios.
     .target(name: "PhotoSearch"),
