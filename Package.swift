@@ -67,6 +67,11 @@ let package = Package(
     // thread blocking SIGPROF), run in a child process so a deadlock fails by timeout.
     .executableTarget(
       name: "perfharness-stress", dependencies: ["PerfHarnessCLI", "PerfHarness"], path: "Tests/Fixtures/Stress"),
+    // The sample app's observable outputs, plain and under the instruments: measuring must
+    // change nothing.
+    .executableTarget(
+      name: "photosearch-outputs", dependencies: ["PerfHarnessCLI", "PerfHarness", "PhotoSearch"],
+      path: "Tests/Fixtures/PhotoSearchOutputs"),
 
     // The sample app (a headless model of the Instruments tutorial's app) and its scenarios.
     .target(name: "PhotoSearch"),
