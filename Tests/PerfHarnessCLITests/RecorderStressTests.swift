@@ -116,6 +116,9 @@ struct RecorderStressTests {
     #expect(time.lostSamples >= 0)
     #expect(time.signalsReceived == time.sampleCount + time.lostSamples, "\(time.signalsReceived) signals")
     #expect(time.sampleCount > 0)
+    // Its signals stay pending: the thread that blocks SIGPROF is never sampled.
+    let blockedThread = time.threads.first { $0.name == "sigprof-blocked" }
+    #expect((blockedThread?.sampleCount ?? 0) == 0, "\(blockedThread.map { "\($0.sampleCount)" } ?? "")")
     // The workers, the spawner and some of the short-lived threads were sampled.
     #expect(time.threads.count >= Self.workers, "\(time.threads.count) threads")
   }
