@@ -13,6 +13,7 @@ let package = Package(
   dependencies: [
     .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
     .package(url: "https://github.com/jpsim/Yams", from: "6.2.2"),
+    .package(url: "https://github.com/x-sheep/swift-property-based", from: "2.0.1"),
   ],
   targets: [
     // C primitives: only what must be C (signal handler, unwinding, libdw access).
@@ -62,6 +63,15 @@ let package = Package(
     .executableTarget(
       name: "perfharness-example", dependencies: ["PerfHarnessCLI", "PerfHarness"],
       path: "Examples/CustomScenarios"),
+    // The recorder under stress (16 allocating threads, threads coming and going, a fork, a
+    // thread blocking SIGPROF), run in a child process so a deadlock fails by timeout.
+    .executableTarget(
+      name: "perfharness-stress", dependencies: ["PerfHarnessCLI", "PerfHarness"], path: "Tests/Fixtures/Stress"),
+    // The sample app's observable outputs, plain and under the instruments: measuring must
+    // change nothing.
+    .executableTarget(
+      name: "photosearch-outputs", dependencies: ["PerfHarnessCLI", "PerfHarness", "PhotoSearch"],
+      path: "Tests/Fixtures/PhotoSearchOutputs"),
 
     // The sample app (a headless model of the Instruments tutorial's app) and its scenarios.
     .target(name: "PhotoSearch"),
@@ -69,8 +79,12 @@ let package = Package(
       name: "Scenarios", dependencies: ["PerfHarness", "PhotoSearch"], path: "Scenarios", exclude: ["thresholds"]),
 
     .testTarget(name: "PhotoSearchTests", dependencies: ["PhotoSearch"]),
-    .testTarget(name: "PerfHarnessTests", dependencies: ["PerfHarness"]),
+    .testTarget(
+      name: "PerfHarnessTests",
+      dependencies: ["PerfHarness", .product(name: "PropertyBased", package: "swift-property-based")]),
     .testTarget(name: "PerfReportsTests", dependencies: ["PerfReports"]),
-    .testTarget(name: "PerfHarnessCLITests", dependencies: ["PerfHarnessCLI"]),
+    .testTarget(
+      name: "PerfHarnessCLITests",
+      dependencies: ["PerfHarnessCLI", .product(name: "PropertyBased", package: "swift-property-based")]),
   ]
 )

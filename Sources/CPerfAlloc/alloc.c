@@ -31,6 +31,19 @@ extern void *__libc_calloc(size_t, size_t);
 extern void *__libc_realloc(void *, size_t);
 extern void *__libc_memalign(size_t, size_t);
 
+// ThreadSanitizer brings its own allocator and must see every malloc and free (it tracks
+// heap lifetimes, and it calls malloc before its runtime is up, which an instrumented
+// interposer cannot survive). Under it the malloc family is left to the sanitizer and the
+// Allocations instrument reports itself unavailable.
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define CPERFALLOC_INTERPOSES 0
+#endif
+#endif
+#ifndef CPERFALLOC_INTERPOSES
+#define CPERFALLOC_INTERPOSES 1
+#endif
+
 #define LIKELY(x) __builtin_expect(!!(x), 1)
 #define UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define TLS __thread __attribute__((tls_model("initial-exec")))
@@ -776,6 +789,7 @@ static void recordFree(void *pointer) {
   takeBlock(pointer, &slot, true);
 }
 
+#if CPERFALLOC_INTERPOSES
 // MARK: - The hooks
 //
 // Each public function checks one relaxed flag and forwards; while recording it
@@ -984,6 +998,8 @@ size_t malloc_usable_size(void *pointer) {
   return real(pointer);
 }
 
+#endif  // CPERFALLOC_INTERPOSES
+
 // MARK: - Fork
 
 // The child must never see a table mid-update: the forking thread holds every lock
@@ -1051,6 +1067,9 @@ static void unmapAll(void) {
 
 int32_t CPerfAlloc_start(const CPerfAlloc_Config *config, CPerfAlloc_Error *error) {
   if (error) memset(error, 0, sizeof(*error));
+  if (!CPERFALLOC_INTERPOSES)
+    return fail(error, CPerfAlloc_ErrorState,
+                "the allocations instrument is not available under ThreadSanitizer (no malloc interposer)", 0);
   if (!config) return fail(error, CPerfAlloc_ErrorInvalidMode, "config", 0);
   if (config->mode != CPerfAlloc_ModeCountsOnly && config->mode != CPerfAlloc_ModeFullStacks)
     return fail(error, CPerfAlloc_ErrorInvalidMode, "mode", 0);

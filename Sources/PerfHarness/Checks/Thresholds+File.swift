@@ -45,7 +45,7 @@ extension Thresholds {
     do {
       root = try Yams.compose(yaml: text)
     } catch let error as YamlError {
-      throw ThresholdsFileError(path: path, line: nil, message: "not valid YAML: \(error)")
+      throw ThresholdsFileError(path: path, line: error.line, message: "not valid YAML: \(error.summary)")
     } catch {
       throw ThresholdsFileError(path: path, line: nil, message: "not valid YAML: \(error)")
     }
@@ -98,5 +98,34 @@ extension Thresholds {
       }
     }
     return thresholds
+  }
+}
+
+extension YamlError {
+  /// The line the problem is on (1-based), when the parser knows it.
+  fileprivate var line: Int? {
+    switch self {
+    case .scanner(_, _, let mark, _), .parser(_, _, let mark, _), .composer(_, _, let mark, _): mark.line
+    case .duplicatedKeysInMapping(_, let context): context.mark.line
+    default: nil
+    }
+  }
+
+  /// The problem without Yams's snippet of the offending line, which repeats the whole line
+  /// (megabytes, for a one-line file) in every message.
+  fileprivate var summary: String {
+    let text: String
+    switch self {
+    case .scanner(let context, let problem, let mark, _), .parser(let context, let problem, let mark, _),
+      .composer(let context, let problem, let mark, _):
+      text = "\(problem) at column \(mark.column)" + (context.map { " (\($0.text))" } ?? "")
+    case .reader(let problem, let offset, _, _):
+      text = problem + (offset.map { " at byte \($0)" } ?? "")
+    case .duplicatedKeysInMapping(let duplicates, _):
+      text = "duplicate keys: \(duplicates.joined(separator: ", "))"
+    default:
+      text = "\(self)"
+    }
+    return text.count > 300 ? String(text.prefix(300)) + "…" : text
   }
 }

@@ -13,7 +13,93 @@ public enum ReportJSON {
     return try encoder.encode(report)
   }
 
+  /// Decodes a report and checks what the types alone cannot: indices point into their
+  /// tables and every quantity is one a run can measure. The renderers index and convert
+  /// without further checks, so a corrupt file must stop here.
+  /// - Throws: `DecodingError.dataCorrupted` naming the path of the bad value.
   public static func decode(_ data: Data) throws -> Report {
-    try JSONDecoder().decode(Report.self, from: data)
+    let report = try JSONDecoder().decode(Report.self, from: data)
+    try ReportValidation.checkQuantities(report, path: [])
+    if let profile = report.timeProfile?.profile {
+      try ReportValidation.checkProfile(profile, path: ["timeProfile", "profile"])
+    }
+    return report
+  }
+}
+
+/// What a well-formed report satisfies beyond its types.
+enum ReportValidation {
+  /// No measured quantity comes near 10^15 (bytes: a petabyte; milliseconds: 31,000 years;
+  /// counts: a million per second for 31 years), so conversions to Int and sums of thousands
+  /// of them cannot trap.
+  static let largestQuantity = 1e15
+
+  struct PathKey: CodingKey {
+    var stringValue: String
+    var intValue: Int?
+    init(stringValue: String) { self.stringValue = stringValue }
+    init(intValue: Int) {
+      stringValue = String(intValue)
+      self.intValue = intValue
+    }
+  }
+
+  static func corrupt(_ path: [String], _ message: String) -> DecodingError {
+    DecodingError.dataCorrupted(.init(codingPath: path.map(PathKey.init(stringValue:)), debugDescription: message))
+  }
+
+  /// Every number in the report outside the profile (checked by `checkProfile`, whose
+  /// sample stacks would make a reflective walk slow) is finite and within ±``largestQuantity``.
+  static func checkQuantities(_ value: Any, path: [String]) throws {
+    func outOfRange(_ number: String) -> DecodingError {
+      corrupt(path, "\(number) is out of range; accepted: a finite number within ±\(largestQuantity)")
+    }
+    switch value {
+    case let number as Double:
+      guard number.isFinite, number.magnitude <= largestQuantity else { throw outOfRange("\(number)") }
+    case let number as Int:
+      guard Double(number.magnitude) <= largestQuantity else { throw outOfRange("\(number)") }
+    case is String, is Bool, is Int32, is Profile:
+      return
+    default:
+      let mirror = Mirror(reflecting: value)
+      for (index, child) in mirror.children.enumerated() {
+        switch mirror.displayStyle {
+        case .optional: try checkQuantities(child.value, path: path)
+        case .collection, .set: try checkQuantities(child.value, path: path + [String(index)])
+        default: try checkQuantities(child.value, path: path + [child.label ?? String(index)])
+        }
+      }
+    }
+  }
+
+  static func checkProfile(_ profile: Profile, path: [String]) throws {
+    let interval = profile.sampleIntervalMilliseconds
+    guard interval.isFinite, interval > 0, interval <= largestQuantity else {
+      throw corrupt(path + ["sampleIntervalMilliseconds"], "\(interval) is not a positive sampling interval")
+    }
+    for (index, frame) in profile.frames.enumerated() {
+      if let line = frame.line, line < 0 || Double(line) > largestQuantity {
+        throw corrupt(path + ["frames", String(index), "line"], "\(line) is not a line number")
+      }
+    }
+    for (index, sample) in profile.samples.enumerated() {
+      let samplePath = path + ["samples", String(index)]
+      guard profile.threads.indices.contains(sample.thread) else {
+        throw corrupt(
+          samplePath + ["thread"], "thread index \(sample.thread) is not one of the \(profile.threads.count) threads")
+      }
+      guard sample.weight.isFinite, sample.weight >= 0, sample.weight <= largestQuantity else {
+        throw corrupt(samplePath + ["weight"], "\(sample.weight) is not a sample weight in milliseconds")
+      }
+      if let timestamp = sample.timestamp, !timestamp.isFinite || timestamp.magnitude > largestQuantity {
+        throw corrupt(samplePath + ["timestamp"], "\(timestamp) is not a time in milliseconds")
+      }
+      if let bad = sample.stack.firstIndex(where: { !profile.frames.indices.contains($0) }) {
+        throw corrupt(
+          samplePath + ["stack", String(bad)],
+          "frame index \(sample.stack[bad]) is not one of the \(profile.frames.count) frames")
+      }
+    }
   }
 }
