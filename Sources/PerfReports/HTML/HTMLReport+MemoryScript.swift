@@ -1,0 +1,285 @@
+extension HTMLReport {
+  /// The allocations (categories, generations, live heap chart) and leaks (cycle graphs,
+  /// leak tables) sections.
+  static let memoryScript = #"""
+    // ---- Allocations: categories, generations, the live heap over time. ----
+    var CATEGORY_COLUMNS = [
+      { key: 'name', title: 'Category', text: true },
+      { key: 'persistentCount', title: '# Persistent', format: int },
+      { key: 'transientCount', title: '# Transient', format: int },
+      { key: 'totalCount', title: '# Total', format: int },
+      { key: 'persistentBytes', title: 'Persistent Bytes', format: bytes },
+      { key: 'totalBytes', title: 'Total Bytes', format: bytes },
+    ];
+
+    function CategoryTable(categories) {
+      this.categories = categories;
+      this.filter = '';
+      this.sortKey = 'persistentBytes';
+      this.descending = true;
+      this.limit = 200;
+    }
+    CategoryTable.prototype.html = function () {
+      return '<div class="toolbar"><input type="search" id="alloc-filter" placeholder="Filter categories" ' +
+        'aria-label="Filter categories"><span class="muted" id="alloc-count"></span></div><div id="alloc-table"></div>';
+    };
+    CategoryTable.prototype.attach = function () {
+      var self = this;
+      $('alloc-filter').addEventListener('input', function (event) {
+        self.filter = event.target.value.trim().toLowerCase();
+        self.limit = 200;
+        self.draw();
+      });
+      $('alloc-table').addEventListener('click', function (event) {
+        var th = event.target.closest('th[data-key]');
+        if (th) {
+          var key = th.dataset.key;
+          if (self.sortKey === key) self.descending = !self.descending;
+          else { self.sortKey = key; self.descending = key !== 'name'; }
+          self.draw();
+        } else if (event.target.id === 'alloc-more') {
+          self.limit += 1000;
+          self.draw();
+        }
+      });
+      this.draw();
+    };
+    CategoryTable.prototype.rows = function () {
+      var filter = this.filter, key = this.sortKey, sign = this.descending ? -1 : 1;
+      var rows = filter ? this.categories.filter(function (c) { return c.name.toLowerCase().indexOf(filter) >= 0; })
+        : this.categories.slice();
+      rows.sort(function (a, b) {
+        var x = a[key], y = b[key];
+        if (x === y) return a.name < b.name ? -1 : a.name > b.name ? 1 : 0;
+        return (x < y ? -1 : 1) * sign;
+      });
+      return rows;
+    };
+    CategoryTable.prototype.draw = function () {
+      var self = this, rows = this.rows();
+      var html = '<table id="alloc-categories"><thead><tr>' + CATEGORY_COLUMNS.map(function (c) {
+        var sorted = self.sortKey === c.key ? (self.descending ? ' sorted-desc' : ' sorted-asc') : '';
+        return '<th class="sortable' + (c.text ? '' : ' num') + sorted + '" data-key="' + c.key + '">' + esc(c.title) +
+          '</th>';
+      }).join('') + '</tr></thead><tbody>' + rows.slice(0, this.limit).map(function (row) {
+        return '<tr>' + CATEGORY_COLUMNS.map(function (c) {
+          return c.text ? '<td>' + esc(row[c.key]) + '</td>' : '<td class="num">' + c.format(row[c.key]) + '</td>';
+        }).join('') + '</tr>';
+      }).join('') + '</tbody></table>';
+      if (rows.length > this.limit) {
+        html += '<button id="alloc-more">Show more (' + int(rows.length - this.limit) + ' not shown)</button>';
+      }
+      $('alloc-table').innerHTML = html;
+      $('alloc-count').textContent = int(rows.length) + ' of ' + int(this.categories.length) + ' categories';
+    };
+
+    var categoryTable = null;
+
+    function allocationsHTML() {
+      var a = report.allocations;
+      if (!a) return null;
+      var t = a.totals || {};
+      var html = facts([
+        ['Mode', esc(a.mode)],
+        ['Allocations', int(t.totalAllocations) + ' (' + bytes(t.totalBytes) + ')'],
+        ['Persistent', int(t.persistentCount) + ' (' + bytes(t.persistentBytes) + ')'],
+        ['Transient', int(t.transientCount) + ' (' + bytes(t.transientBytes) + ')'],
+        ['Peak live heap', bytes(t.peakLiveBytes)],
+        ['Live at end', bytes(t.liveBytesAtEnd)],
+      ]);
+      var lost = a.lost || {};
+      var lostParts = Object.keys(lost).filter(function (k) { return lost[k] > 0; });
+      if (lostParts.length) {
+        html += '<p class="error">Incomplete: ' + lostParts.map(function (k) { return esc(k) + ' ' + int(lost[k]); })
+          .join(', ') + ' lost.</p>';
+      }
+      html += '<h3>Live heap over time</h3><div class="chart" id="heap-chart">' + heapChartSVG(a) + '</div>';
+      html += '<h3>Generations</h3>' + generationsHTML(a.generations || []);
+      categoryTable = new CategoryTable(a.categories || []);
+      html += '<h3>Categories</h3>' + categoryTable.html();
+      return html;
+    }
+
+    function generationsHTML(generations) {
+      if (!generations.length) return '<p class="muted">No generations.</p>';
+      return table([
+        { title: '#', num: true, html: function (g) { return int(g.index); } },
+        { title: 'Generation', html: function (g) {
+          var detail = (g.categories || []).map(function (c) {
+            return '<details><summary>' + esc(c.name) + ' — ' + bytes(c.growthBytes) + ' in ' + int(c.growthCount) +
+              ' blocks</summary>' + stackHTML(c.allocationStack) + '</details>';
+          }).join('');
+          return esc(g.label) + (detail ? '<div class="gen-categories">' + detail + '</div>' : '');
+        } },
+        { title: 'Span', num: true, html: function (g) {
+          return ms(g.startMilliseconds) + ' – ' + ms(g.endMilliseconds);
+        } },
+        { title: 'Growth', num: true, html: function (g) { return bytes(g.growthBytes); } },
+        { title: '# Growth', num: true, html: function (g) { return int(g.growthCount); } },
+        { title: 'Live at mark', num: true, html: function (g) { return bytes(g.liveBytes); } },
+      ], generations);
+    }
+
+    // The timeline as an SVG line: at most two points (min and max) per horizontal pixel, with
+    // each mark drawn as a dashed line and a memory warning in red.
+    function heapChartSVG(a) {
+      var points = a.timeline || [], marks = report.marks || [];
+      var width = 1000, height = 220, left = 70, right = 12, top = 22, bottom = 24;
+      var end = Math.max(a.durationMilliseconds || 0, points.length ? points[points.length - 1].timeMilliseconds : 0,
+        marks.reduce(function (m, k) { return Math.max(m, k.timeMilliseconds); }, 0), 1);
+      var peak = points.reduce(function (m, p) { return Math.max(m, p.liveBytes); }, 0) || 1;
+      var plotW = width - left - right, plotH = height - top - bottom;
+      function X(time) { return left + time / end * plotW; }
+      function Y(value) { return top + plotH - value / peak * plotH; }
+      var buckets = new Map();
+      points.forEach(function (p) {
+        var px = Math.round(X(p.timeMilliseconds)), b = buckets.get(px);
+        if (!b) buckets.set(px, { first: p.liveBytes, min: p.liveBytes, max: p.liveBytes, last: p.liveBytes });
+        else { b.min = Math.min(b.min, p.liveBytes); b.max = Math.max(b.max, p.liveBytes); b.last = p.liveBytes; }
+      });
+      var line = [];
+      buckets.forEach(function (b, px) {
+        line.push(px + ',' + Y(b.first).toFixed(1));
+        if (b.min !== b.first) line.push(px + ',' + Y(b.min).toFixed(1));
+        if (b.max !== b.min) line.push(px + ',' + Y(b.max).toFixed(1));
+        line.push(px + ',' + Y(b.last).toFixed(1));
+      });
+      var svg = '<svg width="' + width + '" height="' + height + '" role="img" aria-label="Live heap over time">';
+      svg += '<line class="axis" x1="' + left + '" y1="' + (top + plotH) + '" x2="' + (width - right) + '" y2="' +
+        (top + plotH) + '"></line><line class="axis" x1="' + left + '" y1="' + top + '" x2="' + left + '" y2="' +
+        (top + plotH) + '"></line>';
+      [0, 0.5, 1].forEach(function (f) {
+        svg += '<text x="' + (left - 6) + '" y="' + (Y(peak * f) + 4) + '" text-anchor="end">' + esc(bytes(peak * f)) +
+          '</text>';
+      });
+      [0, 0.25, 0.5, 0.75, 1].forEach(function (f) {
+        svg += '<text x="' + X(end * f) + '" y="' + (height - 6) + '" text-anchor="middle">' + esc(ms(end * f)) + '</text>';
+      });
+      if (line.length) {
+        svg += '<polygon class="area" points="' + left + ',' + (top + plotH) + ' ' + line.join(' ') + ' ' +
+          line[line.length - 1].split(',')[0] + ',' + (top + plotH) + '"></polygon>';
+        svg += '<polyline class="heap" points="' + line.join(' ') + '"></polyline>';
+      }
+      marks.forEach(function (m, i) {
+        var x = X(m.timeMilliseconds).toFixed(1), cls = m.isMemoryWarning ? 'warning' : 'mark';
+        svg += '<line class="' + cls + '" x1="' + x + '" y1="' + top + '" x2="' + x + '" y2="' + (top + plotH) +
+          '"><title>' + esc(m.label + ' at ' + ms(m.timeMilliseconds)) + '</title></line>';
+        svg += '<text class="' + (m.isMemoryWarning ? 'warning' : '') + '" x="' + (Number(x) + 3) + '" y="' +
+          (top - 8 + (i % 2) * 10) + '">' + esc(truncate((m.isMemoryWarning ? '⚠ ' : '') + m.label, 28)) + '</text>';
+      });
+      if (!points.length) {
+        svg += '<text x="' + (left + 10) + '" y="' + (top + 20) + '">No timeline recorded.</text>';
+      }
+      return svg + '</svg>';
+    }
+
+    // ---- Leaks: each cycle as a graph, root and indirect leaks as tables. ----
+    function leaksHTML() {
+      var l = report.leaks;
+      if (!l) return null;
+      var html = facts([
+        ['Leaked', int(l.leakedCount) + ' blocks, ' + bytes(l.leakedBytes)],
+        ['Indirect', int(l.indirectLeakCount) + ' blocks, ' + bytes(l.indirectLeakBytes)],
+        ['Scanned', int(l.blocksScanned) + ' blocks, ' + int(l.edgeCount) + ' references, ' + int(l.threadsScanned) +
+          ' threads, in ' + ms(l.scanMilliseconds)],
+        ['Suppressed', l.suppressedCount ? int(l.suppressedCount) + ' blocks, ' + bytes(l.suppressedBytes) : null],
+        ['Warning', l.unscannedThreads ? '<span class="error">' + int(l.unscannedThreads) +
+          ' threads did not stop; results may miss or invent leaks</span>' : null],
+      ]);
+      var cycles = l.cycles || [];
+      html += '<h3>Retain cycles</h3>';
+      html += cycles.length ? cycles.map(cycleHTML).join('') : '<p class="muted">No retain cycle leaked.</p>';
+      var leakColumns = [
+        { title: 'Type', html: function (r) {
+          return '<details><summary>' + esc(r.type) + '</summary>' + stackHTML(r.allocationStack) + '</details>';
+        } },
+        { title: 'Count', num: true, html: function (r) { return int(r.count); } },
+        { title: 'Bytes', num: true, html: function (r) { return bytes(r.bytes); } },
+      ];
+      html += '<h3>Root leaks</h3>' + ((l.rootLeaks || []).length ? table(leakColumns, l.rootLeaks, 500) +
+        more(l.rootLeaks, 500) : '<p class="muted">None.</p>');
+      html += '<h3>Indirect leaks</h3>' + ((l.indirectLeaks || []).length ? table(leakColumns, l.indirectLeaks, 500) +
+        more(l.indirectLeaks, 500) : '<p class="muted">None.</p>');
+      return html;
+    }
+    function more(rows, limit) {
+      return rows.length > limit ? '<p class="muted">… and ' + int(rows.length - limit) + ' more in report.json.</p>' : '';
+    }
+
+    // Cycle members on a circle, their neighbours on an outer ring; references as arrows labelled
+    // with the field or capture name (or the byte offset), back-and-forth pairs bent apart.
+    function cycleHTML(cycle, index) {
+      var nodes = (cycle.nodes || []).map(function (n) { return { node: n, neighbor: false }; })
+        .concat((cycle.neighbors || []).slice(0, 24).map(function (n) { return { node: n, neighbor: true }; }));
+      var inner = cycle.nodes.length, outer = nodes.length - inner;
+      var nodeW = 190, nodeH = 38;
+      var r1 = inner <= 1 ? 0 : Math.max(90, inner * 58), r2 = r1 + (outer ? 170 : 0);
+      var size = 2 * (r2 || r1) + nodeW + 80, c = size / 2;
+      nodes.forEach(function (n, i) {
+        var k = n.neighbor ? i - inner : i, count = n.neighbor ? outer : inner, r = n.neighbor ? r2 : r1;
+        var angle = -Math.PI / 2 + 2 * Math.PI * k / Math.max(count, 1) + (n.neighbor ? Math.PI / Math.max(count, 1) : 0);
+        n.x = c + r * Math.cos(angle);
+        n.y = c + r * Math.sin(angle) * 0.75;
+      });
+      var height = Math.max(140, (r2 || r1) * 1.5 + nodeH + 80);
+      var offsetY = height / 2 - c;
+      var edges = (cycle.edges || []).map(function (e) { return { e: e, inCycle: true }; })
+        .concat((cycle.neighborEdges || []).map(function (e) { return { e: e, inCycle: false }; }))
+        .filter(function (x) { return nodes[x.e.from] && nodes[x.e.to]; });
+      var pairs = new Set(edges.map(function (x) { return x.e.from + '>' + x.e.to; }));
+      var id = 'arrow' + index;
+      var svg = '<svg width="' + Math.round(size) + '" height="' + Math.round(height) + '" role="img" aria-label="Cycle ' +
+        (index + 1) + '"><defs><marker id="' + id + '" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="8" ' +
+        'markerHeight="8" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" fill="#555"></path></marker></defs>';
+      edges.forEach(function (x) {
+        var e = x.e, a = nodes[e.from], b = nodes[e.to];
+        var label = (e.name ? e.name + ' ' : '') + '+' + e.offset + (e.kind && e.kind !== 'strong' ? ' (' + e.kind + ')' : '');
+        var cls = 'edge' + (x.inCycle ? ' incycle' : '') + (e.kind && e.kind !== 'strong' ? ' weakish' : '');
+        var path, lx, ly;
+        if (e.from === e.to) {
+          var sx = a.x + nodeW / 2 - 20, sy = a.y + offsetY - nodeH / 2;
+          path = 'M' + sx + ',' + sy + ' C' + (sx + 60) + ',' + (sy - 70) + ' ' + (sx + 90) + ',' + (sy + 10) + ' ' +
+            (a.x + nodeW / 2) + ',' + (sy + 12);
+          lx = sx + 40; ly = sy - 44;
+        } else {
+          var p1 = borderPoint(a, b, nodeW, nodeH, offsetY), p2 = borderPoint(b, a, nodeW, nodeH, offsetY);
+          var bend = pairs.has(e.to + '>' + e.from) ? 28 : 0;
+          var mx = (p1.x + p2.x) / 2, my = (p1.y + p2.y) / 2, dx = p2.x - p1.x, dy = p2.y - p1.y;
+          var len = Math.sqrt(dx * dx + dy * dy) || 1, qx = mx - dy / len * bend, qy = my + dx / len * bend;
+          path = 'M' + p1.x.toFixed(1) + ',' + p1.y.toFixed(1) + ' Q' + qx.toFixed(1) + ',' + qy.toFixed(1) + ' ' +
+            p2.x.toFixed(1) + ',' + p2.y.toFixed(1);
+          lx = (mx + qx) / 2; ly = (my + qy) / 2 - 4;
+        }
+        svg += '<path class="' + cls + '" d="' + path + '" marker-end="url(#' + id + ')"></path>' +
+          '<text class="label" x="' + lx.toFixed(1) + '" y="' + ly.toFixed(1) + '" text-anchor="middle">' + esc(label) +
+          '</text>';
+      });
+      nodes.forEach(function (n) {
+        var x = n.x - nodeW / 2, y = n.y + offsetY - nodeH / 2;
+        svg += '<g class="node' + (n.neighbor ? ' neighbor' : '') + '"><title>' + esc(n.node.type + ', ' + n.node.bytes +
+          ' bytes') + '</title><rect x="' + x.toFixed(1) + '" y="' + y.toFixed(1) + '" width="' + nodeW + '" height="' +
+          nodeH + '" rx="5"></rect><text x="' + (x + 6).toFixed(1) + '" y="' + (y + 15).toFixed(1) + '">' +
+          esc(truncate(n.node.type, 30)) + '</text><text x="' + (x + 6).toFixed(1) + '" y="' + (y + 30).toFixed(1) +
+          '" class="label">' + esc(int(n.node.bytes) + ' bytes') + '</text></g>';
+      });
+      svg += '</svg>';
+      var total = cycle.nodes.reduce(function (s, n) { return s + n.bytes; }, 0);
+      var stacks = cycle.nodes.map(function (n, i) {
+        return '<details><summary>[' + i + '] ' + esc(n.type) + ' allocated at</summary>' + stackHTML(n.allocationStack) +
+          '</details>';
+      }).join('');
+      return '<div class="cycle" data-cycle="' + index + '"><div><strong>Cycle ' + (index + 1) + '</strong> ' +
+        '<span class="muted">' + cycle.nodes.length + ' objects, ' + bytes(total) + (cycle.instances > 1 ? ' × ' +
+        int(cycle.instances) + ' instances' : '') + (outer ? ', ' + outer + ' neighbours dashed' : '') + '</span></div>' +
+        svg + stacks + '</div>';
+    }
+    // Where the line from a's centre towards b's leaves a's box.
+    function borderPoint(a, b, w, h, offsetY) {
+      var dx = b.x - a.x, dy = b.y - a.y;
+      var scale = Math.min(Math.abs(dx) > 0 ? (w / 2) / Math.abs(dx) : Infinity,
+        Math.abs(dy) > 0 ? (h / 2) / Math.abs(dy) : Infinity);
+      if (!isFinite(scale)) scale = 0;
+      return { x: a.x + dx * scale, y: a.y + offsetY + dy * scale };
+    }
+    """#
+}
