@@ -1,7 +1,7 @@
 # perfharness: `make run` and `make test` do all the set-up on a fresh Debian machine that
 # has the Swift toolchain.
 SWIFT ?= swift
-SYSTEM_PACKAGES := libunwind-dev libdw-dev
+SYSTEM_PACKAGES := libunwind-dev libdw-dev chromium
 # Scenarios are profiled in release, as Instruments profiles a Release build.
 RUN_CONFIGURATION ?= release
 ARGS ?=
