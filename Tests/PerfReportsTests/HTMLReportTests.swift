@@ -40,9 +40,10 @@ struct HTMLReportTests {
     report.timeProfile?.profile.frames[5].name = hostile
     report.allocations?.categories[0].name = "</SCRIPT>" + hostile
     let html = try HTMLReport.render(report)
-    // The only closing tags are the data block's and the script's own.
-    #expect(html.components(separatedBy: "</script>").count - 1 == 2)
-    #expect(html.lowercased().components(separatedBy: "</script").count - 1 == 2)
+    // The only closing tags are those of the page's own script elements.
+    let opened = html.components(separatedBy: "<script").count - 1
+    #expect(opened == 3)
+    #expect(html.lowercased().components(separatedBy: "</script").count - 1 == opened)
     #expect(!html.contains("<!--"))
     let json = try embeddedJSON(html)
     let profile = try #require((json["timeProfile"] as? [String: Any])?["profile"] as? [String: Any])
@@ -65,6 +66,26 @@ struct HTMLReportTests {
     for function in ["summaryHTML", "comparisonHTML", "timeProfileHTML", "allocationsHTML", "leaksHTML", "cycleHTML"] {
       #expect(html.contains("function \(function)("), "\(function)")
     }
+  }
+
+  @Test("the samples block holds every sample as [thread, weight, stack]")
+  func compactSamples() throws {
+    let report = try fullReport()
+    let samples = try #require(report.timeProfile?.profile.samples)
+    let html = try HTMLReport.render(report)
+    let start = try #require(html.range(of: #"<script type="application/json" id="profile-samples">"#))
+    let end = try #require(html.range(of: "</script>", range: start.upperBound..<html.endIndex))
+    let rows = try #require(
+      JSONSerialization.jsonObject(with: Data(html[start.upperBound..<end.lowerBound].utf8)) as? [[Any]])
+    #expect(rows.count == samples.count)
+    for (row, sample) in zip(rows, samples) {
+      #expect(row[0] as? Int == sample.thread)
+      #expect(row[1] as? Double == sample.weight)
+      #expect(row[2] as? [Int] == sample.stack)
+    }
+    // The report's own block leaves them out rather than holding them twice.
+    let profile = try #require((embeddedJSON(html)["timeProfile"] as? [String: Any])?["profile"] as? [String: Any])
+    #expect((profile["samples"] as? [Any])?.isEmpty == true)
   }
 
   @Test("a comparison key the model does not know is embedded as it is")

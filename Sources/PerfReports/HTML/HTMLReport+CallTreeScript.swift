@@ -24,23 +24,13 @@ extension HTMLReport {
       this.functions = functions;
       this.functionOfFrame = functionOfFrame;
       this.threads = threads;
-      // Identical (thread, stack) samples merged once: every view starts from these.
-      var merged = new Map(), stacks = [];
-      for (var s = 0; s < samples.length; s++) {
-        var sample = samples[s], stackKey = sample.thread + ':' + sample.stack.join(',');
-        var existing = merged.get(stackKey);
-        if (existing === undefined) {
-          merged.set(stackKey, stacks.length);
-          stacks.push({ thread: sample.thread, frames: sample.stack, weight: sample.weight, count: 1 });
-        } else {
-          stacks[existing].weight += sample.weight;
-          stacks[existing].count += 1;
-        }
-      }
+      // The harness already merged identical stacks; like CallTree, every entry counts as one sample.
+      var stacks = samples.map(function (sample) {
+        return { thread: sample.thread, frames: sample.stack, weight: sample.weight, count: 1 };
+      });
       this.stacks = stacks;
       this.occurrences = new Int32Array(functions.length);
       this.pathCache = new Map();
-      this.treeCache = new Map();
     }
 
     // The display path of a stack: Hide System Libraries, Flatten Recursion, then Invert.
@@ -98,50 +88,6 @@ extension HTMLReport {
       return cached;
     };
 
-    // A prefix tree of paths in flat arrays; a child is always created after its parent.
-    function Trie(functionCount) {
-      this.fn = []; this.parent = []; this.total = []; this.end = []; this.count = [];
-      this.edges = new Map();
-      this.functionCount = functionCount;
-      this.totalWeight = 0;
-      this.sampleCount = 0;
-      this.kids = null;
-    }
-    Trie.prototype.child = function (parent, fn) {
-      var key = (parent + 1) * this.functionCount + fn;
-      var node = this.edges.get(key);
-      if (node !== undefined) return node;
-      node = this.fn.length;
-      this.edges.set(key, node);
-      this.fn.push(fn); this.parent.push(parent); this.total.push(0); this.end.push(0); this.count.push(0);
-      return node;
-    };
-    Trie.prototype.insert = function (path, from, weight, count) {
-      var node = -1;
-      for (var i = from; i < path.length; i++) {
-        node = this.child(node, path[i]);
-        this.total[node] += weight;
-        this.count[node] += count;
-      }
-      if (node >= 0) this.end[node] += weight;
-      this.totalWeight += weight;
-      this.sampleCount += count;
-    };
-    // Children lists (roots under -1), built once on first use.
-    Trie.prototype.children = function (node) {
-      if (!this.kids) {
-        var kids = new Map();
-        kids.set(-1, []);
-        for (var n = 0; n < this.fn.length; n++) {
-          var p = this.parent[n], list = kids.get(p);
-          if (!list) { list = []; kids.set(p, list); }
-          list.push(n);
-        }
-        this.kids = kids;
-      }
-      return this.kids.get(node) || [];
-    };
-
     // One row of the displayed tree. `children()` builds the row's children when first asked:
     // only expanded rows ever cost anything.
     function Row(kind, name, module, isApp, total, self, count, key, children) {
@@ -162,41 +108,38 @@ extension HTMLReport {
       return 0;
     }
 
-    // The rows of a trie under `node`; `selfOf(node, isRoot)` is the self weight convention.
-    ProfileModel.prototype.trieRows = function (trie, node, keyPrefix, selfOf, matches) {
-      var model = this;
-      return trie.children(node).filter(function (n) { return !matches || matches[n]; }).map(function (n) {
-        var fn = model.functions[trie.fn[n]];
-        var key = keyPrefix + '/' + trie.fn[n];
-        return new Row('function', fn.name, fn.module, fn.isApp, trie.total[n], selfOf(n, trie.parent[n] < 0),
-          trie.count[n], key, function () { return model.trieRows(trie, n, key, selfOf, matches); });
-      });
-    };
-
-    // The groups a view splits samples into: one per thread with Separate by Thread, else one.
-    ProfileModel.prototype.groups = function (options) {
-      var stacks = this.stacks, paths = this.paths(options), groups = new Map();
-      for (var i = 0; i < stacks.length; i++) {
-        var g = options.separateByThread ? stacks[i].thread : -1;
-        var list = groups.get(g);
-        if (!list) { list = []; groups.set(g, list); }
-        list.push(i);
-      }
-      return { paths: paths, groups: groups };
-    };
-
-    ProfileModel.prototype.trieOf = function (options, group, members, paths) {
-      var key = [options.hideSystemLibraries, options.flattenRecursion, options.invert, options.separateByThread,
-        group].join();
-      var trie = this.treeCache.get(key);
-      if (trie) return trie;
-      trie = new Trie(this.functions.length);
+    // The tree is never built whole: a row knows the paths through it and its position in each,
+    // and its children come from grouping those paths by their next function when it is first
+    // expanded. Opening a page costs the heaviest path and the flame graph's visible frames, not
+    // one node per distinct stack prefix (millions for 100k deep samples). Paths are visited in
+    // sample order, so sums are added in the same order as CallTree's.
+    ProfileModel.prototype.childRows = function (paths, members, offsets, keyPrefix, selfOf, isRoot) {
+      var model = this, stacks = this.stacks, groups = new Map(), order = [];
       for (var i = 0; i < members.length; i++) {
-        var s = members[i];
-        trie.insert(paths[s], 0, this.stacks[s].weight, this.stacks[s].count);
+        var s = members[i], at = offsets[i] + 1, path = paths[s];
+        if (at >= path.length) continue;
+        var group = groups.get(path[at]);
+        if (!group) {
+          group = { fn: path[at], members: [], offsets: [] };
+          groups.set(path[at], group);
+          order.push(group);
+        }
+        group.members.push(s);
+        group.offsets.push(at);
       }
-      this.treeCache.set(key, trie);
-      return trie;
+      return order.map(function (group) {
+        var total = 0, end = 0;
+        for (var k = 0; k < group.members.length; k++) {
+          var weight = stacks[group.members[k]].weight;
+          total += weight;
+          if (group.offsets[k] === paths[group.members[k]].length - 1) end += weight;
+        }
+        var fn = model.functions[group.fn], key = keyPrefix + '/' + group.fn;
+        return new Row('function', fn.name, fn.module, fn.isApp, total, selfOf(end, total, isRoot),
+          group.members.length, key, function () {
+            return model.childRows(paths, group.members, group.offsets, key, selfOf, false);
+          });
+      });
     };
 
     // Top Functions: every function a root with the weight of the samples it appears in (once per
@@ -206,32 +149,33 @@ extension HTMLReport {
       var total = new Float64Array(n), self = new Float64Array(n), count = new Float64Array(n);
       var lastSeen = new Int32Array(n).fill(-1);
       for (var i = 0; i < members.length; i++) {
-        var s = members[i], path = paths[s], w = stacks[s].weight, c = stacks[s].count;
+        var s = members[i], path = paths[s], w = stacks[s].weight;
         for (var j = 0; j < path.length; j++) {
           var id = path[j];
           if (lastSeen[id] === i) continue;
           lastSeen[id] = i;
           total[id] += w;
-          count[id] += c;
+          count[id] += 1;
         }
         self[options.invert ? path[0] : path[path.length - 1]] += w;
       }
+      var childSelf = function (end) { return options.invert ? 0 : end; };
       var rows = [];
       for (var f = 0; f < n; f++) {
         if (count[f] === 0) continue;
         var fn = this.functions[f];
         if (query && !matchesQuery(fn, query)) continue;
         rows.push(new Row('function', fn.name, fn.module, fn.isApp, total[f], self[f], count[f], keyPrefix + '/' + f,
-          subtreeBuilder(f, keyPrefix + '/' + f)));
+          firstOccurrences(f, keyPrefix + '/' + f)));
       }
-      function subtreeBuilder(f, key) {
+      function firstOccurrences(f, key) {
         return function () {
-          var trie = new Trie(n);
+          var through = [], at = [];
           for (var i = 0; i < members.length; i++) {
-            var path = paths[members[i]], at = path.indexOf(f);
-            if (at >= 0) trie.insert(path, at + 1, stacks[members[i]].weight, stacks[members[i]].count);
+            var index = paths[members[i]].indexOf(f);
+            if (index >= 0) { through.push(members[i]); at.push(index); }
           }
-          return model.trieRows(trie, -1, key, function (node) { return options.invert ? 0 : trie.end[node]; });
+          return model.childRows(paths, through, at, key, childSelf, false);
         };
       }
       return rows;
@@ -241,52 +185,51 @@ extension HTMLReport {
       return fn.name.toLowerCase().indexOf(query) >= 0 || fn.module.toLowerCase().indexOf(query) >= 0;
     }
 
-    // Nodes whose subtree holds a function matching `query` (children come after parents, so one
-    // backwards pass carries matches up).
-    function subtreeMatches(model, trie, query) {
-      var keep = new Uint8Array(trie.fn.length), hit = new Map();
-      for (var n = trie.fn.length - 1; n >= 0; n--) {
-        var f = trie.fn[n], h = hit.get(f);
-        if (h === undefined) { h = matchesQuery(model.functions[f], query); hit.set(f, h); }
-        if (h) keep[n] = 1;
-        if (keep[n] && trie.parent[n] >= 0) keep[trie.parent[n]] = 1;
+    // The groups a view splits samples into: one per thread with Separate by Thread, else one.
+    ProfileModel.prototype.groups = function (options) {
+      var stacks = this.stacks, groups = new Map();
+      for (var i = 0; i < stacks.length; i++) {
+        var g = options.separateByThread ? stacks[i].thread : -1;
+        var list = groups.get(g);
+        if (!list) { list = []; groups.set(g, list); }
+        list.push(i);
       }
-      return keep;
-    }
+      return groups;
+    };
 
-    // The roots of the tree for `options`, with a search `query` (lowercase; '' for none) keeping
-    // only the branches that lead to a matching function.
+    // The roots of the tree for `options`. A search `query` (lowercase; '' for none) keeps the
+    // samples whose stack holds a matching function (Top Functions: the matching functions).
     ProfileModel.prototype.roots = function (options, query) {
-      var model = this, grouped = this.groups(options), rows = [], totalWeight = 0;
-      grouped.groups.forEach(function (members, group) {
-        var rowsOfGroup, weight = 0, count = 0;
-        for (var i = 0; i < members.length; i++) {
-          weight += model.stacks[members[i]].weight;
-          count += model.stacks[members[i]].count;
+      var model = this, paths = this.paths(options), rows = [], totalWeight = 0;
+      var matching = null;
+      if (query && !options.topFunctions) {
+        matching = this.functions.map(function (fn) { return matchesQuery(fn, query); });
+      }
+      var selfOf = function (end, total, isRoot) {
+        return options.invert ? (isRoot ? total : 0) : end;
+      };
+      this.groups(options).forEach(function (members, group) {
+        if (matching) {
+          members = members.filter(function (s) { return paths[s].some(function (f) { return matching[f]; }); });
         }
+        var weight = 0;
+        for (var i = 0; i < members.length; i++) weight += model.stacks[members[i]].weight;
         totalWeight += weight;
         var prefix = options.separateByThread ? 't' + group : '';
-        if (options.topFunctions) {
-          rowsOfGroup = function () {
-            return model.topFunctionRows(options, members, grouped.paths, prefix, query);
-          };
-        } else {
-          var trie = model.trieOf(options, group, members, grouped.paths);
-          var matches = query ? subtreeMatches(model, trie, query) : null;
-          var selfOf = function (node, isRoot) {
-            return options.invert ? (isRoot ? trie.total[node] : 0) : trie.end[node];
-          };
-          rowsOfGroup = function () { return model.trieRows(trie, -1, prefix, selfOf, matches); };
-        }
+        var rowsOfGroup = options.topFunctions ? function () {
+          return model.topFunctionRows(options, members, paths, prefix, query);
+        } : function () {
+          return model.childRows(paths, members, members.map(function () { return -1; }), prefix, selfOf, true);
+        };
         if (options.separateByThread) {
+          if (!members.length) return;
           var thread = model.threads[group];
-          rows.push(new Row('thread', thread ? thread.name : 'Thread ' + group, '', false, weight, 0, count, prefix,
-            rowsOfGroup));
+          rows.push(new Row('thread', thread ? thread.name : 'Thread ' + group, '', false, weight, 0, members.length,
+            prefix, rowsOfGroup));
         } else {
           rows = rowsOfGroup();
         }
       });
-      if (query) rows = rows.filter(function (row) { return row.kind !== 'thread' || row.hasChildren(); });
       return { rows: rows.sort(heavierFirst), totalWeight: totalWeight };
     };
     """#

@@ -124,7 +124,7 @@ extension HTMLReport {
     // each mark drawn as a dashed line and a memory warning in red.
     function heapChartSVG(a) {
       var points = a.timeline || [], marks = report.marks || [];
-      var width = 1000, height = 220, left = 70, right = 12, top = 22, bottom = 24;
+      var width = 1000, height = 250, left = 70, right = 12, top = 40, bottom = 24;
       var end = Math.max(a.durationMilliseconds || 0, points.length ? points[points.length - 1].timeMilliseconds : 0,
         marks.reduce(function (m, k) { return Math.max(m, k.timeMilliseconds); }, 0), 1);
       var peak = points.reduce(function (m, p) { return Math.max(m, p.liveBytes); }, 0) || 1;
@@ -161,11 +161,14 @@ extension HTMLReport {
         svg += '<polyline class="heap" points="' + line.join(' ') + '"></polyline>';
       }
       marks.forEach(function (m, i) {
-        var x = X(m.timeMilliseconds).toFixed(1), cls = m.isMemoryWarning ? 'warning' : 'mark';
-        svg += '<line class="' + cls + '" x1="' + x + '" y1="' + top + '" x2="' + x + '" y2="' + (top + plotH) +
-          '"><title>' + esc(m.label + ' at ' + ms(m.timeMilliseconds)) + '</title></line>';
-        svg += '<text class="' + (m.isMemoryWarning ? 'warning' : '') + '" x="' + (Number(x) + 3) + '" y="' +
-          (top - 8 + (i % 2) * 10) + '">' + esc(truncate((m.isMemoryWarning ? '⚠ ' : '') + m.label, 28)) + '</text>';
+        var x = X(m.timeMilliseconds), cls = m.isMemoryWarning ? 'warning' : 'mark';
+        // Labels take turns on three lines and turn left near the right edge, so close marks stay legible.
+        var anchor = x > left + plotW * 0.7 ? 'end' : 'start', dx = anchor === 'end' ? -3 : 3;
+        svg += '<line class="' + cls + '" x1="' + x.toFixed(1) + '" y1="' + top + '" x2="' + x.toFixed(1) + '" y2="' +
+          (top + plotH) + '"><title>' + esc(m.label + ' at ' + ms(m.timeMilliseconds)) + '</title></line>';
+        svg += '<text class="' + (m.isMemoryWarning ? 'warning' : '') + '" x="' + (x + dx).toFixed(1) + '" y="' +
+          (top - 26 + (i % 3) * 11) + '" text-anchor="' + anchor + '">' +
+          esc(truncate((m.isMemoryWarning ? '⚠ ' : '') + m.label, 28)) + '</text>';
       });
       if (!points.length) {
         svg += '<text x="' + (left + 10) + '" y="' + (top + 20) + '">No timeline recorded.</text>';

@@ -22,10 +22,16 @@ extension HTMLReport {
       consoleError.apply(console, arguments);
     };
 
+    function $(id) { return document.getElementById(id); }
     var report = JSON.parse(document.getElementById('report-data').textContent);
+    // A report rendered by the harness carries its samples in a compact block of its own.
+    if ($('profile-samples') && report.timeProfile && report.timeProfile.profile) {
+      report.timeProfile.profile.samples = JSON.parse($('profile-samples').textContent).map(function (s) {
+        return { thread: s[0], weight: s[1], stack: s[2] };
+      });
+    }
     var parsedAt = performance.now();
 
-    function $(id) { return document.getElementById(id); }
     function esc(value) {
       return String(value).replace(/[&<>"']/g, function (c) {
         return { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' }[c];

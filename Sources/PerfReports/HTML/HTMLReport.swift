@@ -14,7 +14,14 @@ import PerfHarness
 public enum HTMLReport {
   /// Renders `report` as a page.
   public static func render(_ report: Report) throws -> String {
-    try render(reportJSON: ReportJSON.encode(report, pretty: false), title: title(of: report))
+    // JSONEncoder takes seconds for 100k deep stacks; the samples go in their own compact
+    // block instead, written directly (the page puts them back into the report).
+    var rest = report
+    let samples = report.timeProfile?.profile.samples ?? []
+    rest.timeProfile?.profile.samples = []
+    return try render(
+      reportJSON: ReportJSON.encode(rest, pretty: false), samples: samples.isEmpty ? nil : compactSamples(samples),
+      title: title(of: report))
   }
 
   /// Renders a report's JSON as it is, keys the Swift model does not know included (a
@@ -23,14 +30,55 @@ public enum HTMLReport {
   ///   - reportJSON: the report, as `ReportJSON.encode` or `perfharness scenario` wrote it.
   ///   - title: the page's title (the scenario and variant).
   public static func render(reportJSON: Data, title: String) throws -> String {
-    let context: [String: Any] = [
+    try render(reportJSON: reportJSON, samples: nil, title: title)
+  }
+
+  private static func render(reportJSON: Data, samples: String?, title: String) throws -> String {
+    var context: [String: Any] = [
       "title": title,
       "generator": "perfharness \(PerfHarnessVersion.current)",
       "styles": HTMLReport.styles,
       "script": HTMLReport.script,
       "data": scriptSafeJSON(reportJSON),
     ]
+    if let samples { context["samples"] = samples }
     return try template().render(context)
+  }
+
+  /// The profile's samples as a JSON array of `[thread, weight, [frame, ...]]` (root first),
+  /// the form the page reads from its `profile-samples` block. Only numbers: nothing to escape.
+  static func compactSamples(_ samples: [ProfileSample]) -> String {
+    var bytes: [UInt8] = []
+    bytes.reserveCapacity(samples.count * 64)
+    func append(_ value: Int) {
+      if value < 0 {
+        bytes.append(UInt8(ascii: "-"))
+        append(-value)
+        return
+      }
+      if value >= 10 { append(value / 10) }
+      bytes.append(UInt8(ascii: "0") + UInt8(value % 10))
+    }
+    bytes.append(UInt8(ascii: "["))
+    for (index, sample) in samples.enumerated() {
+      if index > 0 { bytes.append(UInt8(ascii: ",")) }
+      bytes.append(UInt8(ascii: "["))
+      append(sample.thread)
+      bytes.append(UInt8(ascii: ","))
+      if sample.weight.isFinite {
+        bytes.append(contentsOf: sample.weight.description.utf8)
+      } else {
+        bytes.append(UInt8(ascii: "0"))
+      }
+      bytes.append(contentsOf: Array(",[".utf8))
+      for (position, frame) in sample.stack.enumerated() {
+        if position > 0 { bytes.append(UInt8(ascii: ",")) }
+        append(frame)
+      }
+      bytes.append(contentsOf: Array("]]".utf8))
+    }
+    bytes.append(UInt8(ascii: "]"))
+    return String(decoding: bytes, as: UTF8.self)
   }
 
   /// The page title for `report`: `"<scenario> [<variant>]"`.
@@ -93,6 +141,7 @@ public enum HTMLReport {
     </main>
     <pre id="selftest-result" hidden></pre>
     <script type="application/json" id="report-data">{{{data}}}</script>
+    {{#samples}}<script type="application/json" id="profile-samples">{{{samples}}}</script>{{/samples}}
     <script>
     {{{script}}}
     </script>
