@@ -209,80 +209,100 @@ extension HTMLReport {
       return rows.length > limit ? '<p class="muted">… and ' + int(rows.length - limit) + ' more in report.json.</p>' : '';
     }
 
-    // Cycle members on a circle, their neighbours on an outer ring; references as arrows labelled
-    // with the field or capture name (or the byte offset), back-and-forth pairs bent apart.
+    // Drawn in layers left to right, like Graphviz's rankdir=LR: a node's column is its distance
+    // from the first cycle member along references; neighbours that only point into the cycle
+    // get a column of their own on the left. References run from a box's right edge to the
+    // next one's left edge, labelled with the field or capture name and offset; references back
+    // to an earlier column curve around. Cycle members are red, neighbours dashed grey.
     function cycleHTML(cycle, index) {
-      var nodes = (cycle.nodes || []).map(function (n) { return { node: n, neighbor: false }; })
-        .concat((cycle.neighbors || []).slice(0, 24).map(function (n) { return { node: n, neighbor: true }; }));
-      var inner = cycle.nodes.length, outer = nodes.length - inner;
-      var nodeW = 190, nodeH = 38;
-      var r1 = inner <= 1 ? 0 : Math.max(90, inner * 58), r2 = r1 + (outer ? 170 : 0);
-      var size = 2 * (r2 || r1) + nodeW + 80, c = size / 2;
-      nodes.forEach(function (n, i) {
-        var k = n.neighbor ? i - inner : i, count = n.neighbor ? outer : inner, r = n.neighbor ? r2 : r1;
-        var angle = -Math.PI / 2 + 2 * Math.PI * k / Math.max(count, 1) + (n.neighbor ? Math.PI / Math.max(count, 1) : 0);
-        n.x = c + r * Math.cos(angle);
-        n.y = c + r * Math.sin(angle) * 0.75;
-      });
-      var height = Math.max(140, (r2 || r1) * 1.5 + nodeH + 80);
-      var offsetY = height / 2 - c;
+      var members = cycle.nodes || [], neighbors = (cycle.neighbors || []).slice(0, 40);
+      var nodes = members.map(function (n) { return { node: n, neighbor: false, layer: -1 }; })
+        .concat(neighbors.map(function (n) { return { node: n, neighbor: true, layer: -1 }; }));
       var edges = (cycle.edges || []).map(function (e) { return { e: e, inCycle: true }; })
         .concat((cycle.neighborEdges || []).map(function (e) { return { e: e, inCycle: false }; }))
         .filter(function (x) { return nodes[x.e.from] && nodes[x.e.to]; });
-      var pairs = new Set(edges.map(function (x) { return x.e.from + '>' + x.e.to; }));
+      var nodeW = 200, nodeH = 36, gapX = 130, gapY = 16, pad = 20;
+      if (nodes.length) nodes[0].layer = 0;
+      var queue = nodes.length ? [0] : [];
+      while (queue.length) {
+        var from = queue.shift();
+        edges.forEach(function (x) {
+          if (x.e.from === from && nodes[x.e.to].layer < 0) {
+            nodes[x.e.to].layer = nodes[from].layer + 1;
+            queue.push(x.e.to);
+          }
+        });
+      }
+      var unplaced = nodes.some(function (n) { return n.layer < 0; });
+      nodes.forEach(function (n) { n.layer = n.layer < 0 ? 0 : n.layer + (unplaced ? 1 : 0); });
+      var columns = [];
+      nodes.forEach(function (n, i) { (columns[n.layer] = columns[n.layer] || []).push(i); });
+      var rows = 0;
+      columns.forEach(function (column, layer) {
+        // Order each column by where its nodes' referrers sit, which untangles most edges.
+        column.sort(function (a, b) { return barycenter(a) - barycenter(b) || a - b; });
+        column.forEach(function (i, row) {
+          nodes[i].x = pad + layer * (nodeW + gapX);
+          nodes[i].y = pad + 14 + row * (nodeH + gapY);
+          nodes[i].row = row;
+        });
+        rows = Math.max(rows, column.length);
+      });
+      function barycenter(i) {
+        var sum = 0, count = 0;
+        edges.forEach(function (x) {
+          if (x.e.to === i && nodes[x.e.from].row !== undefined && nodes[x.e.from].layer < nodes[i].layer) {
+            sum += nodes[x.e.from].row;
+            count++;
+          }
+        });
+        return count ? sum / count : i;
+      }
+      var width = pad * 2 + columns.length * nodeW + (columns.length - 1) * gapX + 60;
+      var height = pad * 2 + 28 + rows * (nodeH + gapY) + 40;
       var id = 'arrow' + index;
-      var svg = '<svg width="' + Math.round(size) + '" height="' + Math.round(height) + '" role="img" aria-label="Cycle ' +
-        (index + 1) + '"><defs><marker id="' + id + '" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="8" ' +
-        'markerHeight="8" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" fill="#555"></path></marker></defs>';
-      edges.forEach(function (x) {
+      var svg = '<svg width="' + Math.round(width) + '" height="' + Math.round(height) + '" role="img" ' +
+        'aria-label="Cycle ' + (index + 1) + '"><defs><marker id="' + id + '" viewBox="0 0 10 10" refX="10" refY="5" ' +
+        'markerWidth="8" markerHeight="8" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" fill="#555"></path>' +
+        '</marker></defs>';
+      edges.forEach(function (x, k) {
         var e = x.e, a = nodes[e.from], b = nodes[e.to];
         var label = (e.name ? e.name + ' ' : '') + '+' + e.offset + (e.kind && e.kind !== 'strong' ? ' (' + e.kind + ')' : '');
         var cls = 'edge' + (x.inCycle ? ' incycle' : '') + (e.kind && e.kind !== 'strong' ? ' weakish' : '');
-        var path, lx, ly;
-        if (e.from === e.to) {
-          var sx = a.x + nodeW / 2 - 20, sy = a.y + offsetY - nodeH / 2;
-          path = 'M' + sx + ',' + sy + ' C' + (sx + 60) + ',' + (sy - 70) + ' ' + (sx + 90) + ',' + (sy + 10) + ' ' +
-            (a.x + nodeW / 2) + ',' + (sy + 12);
-          lx = sx + 40; ly = sy - 44;
+        var x0 = a.x + nodeW, y0 = a.y + nodeH / 2, x3 = b.x, y3 = b.y + nodeH / 2, x1, y1, x2, y2;
+        if (b.layer === a.layer + 1) {
+          x1 = x0 + gapX / 2; y1 = y0; x2 = x3 - gapX / 2; y2 = y3;
         } else {
-          var p1 = borderPoint(a, b, nodeW, nodeH, offsetY), p2 = borderPoint(b, a, nodeW, nodeH, offsetY);
-          var bend = pairs.has(e.to + '>' + e.from) ? 28 : 0;
-          var mx = (p1.x + p2.x) / 2, my = (p1.y + p2.y) / 2, dx = p2.x - p1.x, dy = p2.y - p1.y;
-          var len = Math.sqrt(dx * dx + dy * dy) || 1, qx = mx - dy / len * bend, qy = my + dx / len * bend;
-          path = 'M' + p1.x.toFixed(1) + ',' + p1.y.toFixed(1) + ' Q' + qx.toFixed(1) + ',' + qy.toFixed(1) + ' ' +
-            p2.x.toFixed(1) + ',' + p2.y.toFixed(1);
-          lx = (mx + qx) / 2; ly = (my + qy) / 2 - 4;
+          // Back or sideways: leave to the right, come in from the left, bowed below the boxes.
+          var bow = 30 + (k % 4) * 12 + Math.abs(a.row - b.row) * 4;
+          x1 = x0 + 70; y1 = Math.max(y0, y3) + nodeH + bow; x2 = x3 - 70; y2 = Math.max(y0, y3) + nodeH + bow;
+          if (e.from === e.to) { y1 = y0 + nodeH + 20; y2 = y0 + nodeH + 20; }
         }
-        svg += '<path class="' + cls + '" d="' + path + '" marker-end="url(#' + id + ')"></path>' +
-          '<text class="label" x="' + lx.toFixed(1) + '" y="' + ly.toFixed(1) + '" text-anchor="middle">' + esc(label) +
-          '</text>';
+        var lx = (x0 + 3 * x1 + 3 * x2 + x3) / 8, ly = (y0 + 3 * y1 + 3 * y2 + y3) / 8 - 3;
+        svg += '<path class="' + cls + '" d="M' + x0.toFixed(1) + ',' + y0.toFixed(1) + ' C' + x1.toFixed(1) + ',' +
+          y1.toFixed(1) + ' ' + x2.toFixed(1) + ',' + y2.toFixed(1) + ' ' + x3.toFixed(1) + ',' + y3.toFixed(1) +
+          '" marker-end="url(#' + id + ')"><title>' + esc(label) + '</title></path><text class="label" x="' +
+          lx.toFixed(1) + '" y="' + ly.toFixed(1) + '" text-anchor="middle">' + esc(truncate(label, 26)) + '</text>';
       });
-      nodes.forEach(function (n) {
-        var x = n.x - nodeW / 2, y = n.y + offsetY - nodeH / 2;
-        svg += '<g class="node' + (n.neighbor ? ' neighbor' : '') + '"><title>' + esc(n.node.type + ', ' + n.node.bytes +
-          ' bytes') + '</title><rect x="' + x.toFixed(1) + '" y="' + y.toFixed(1) + '" width="' + nodeW + '" height="' +
-          nodeH + '" rx="5"></rect><text x="' + (x + 6).toFixed(1) + '" y="' + (y + 15).toFixed(1) + '">' +
-          esc(truncate(n.node.type, 30)) + '</text><text x="' + (x + 6).toFixed(1) + '" y="' + (y + 30).toFixed(1) +
-          '" class="label">' + esc(int(n.node.bytes) + ' bytes') + '</text></g>';
+      nodes.forEach(function (n, i) {
+        svg += '<g class="node' + (n.neighbor ? ' neighbor' : '') + '"><title>' + esc('[' + i + '] ' + n.node.type +
+          ', ' + n.node.bytes + ' bytes') + '</title><rect x="' + n.x + '" y="' + n.y + '" width="' + nodeW +
+          '" height="' + nodeH + '" rx="5"></rect><text x="' + (n.x + 6) + '" y="' + (n.y + 14) + '">' +
+          esc(truncate(n.node.type, 31)) + '</text><text x="' + (n.x + 6) + '" y="' + (n.y + 29) + '" class="label">' +
+          esc('[' + i + '] ' + int(n.node.bytes) + ' bytes') + '</text></g>';
       });
       svg += '</svg>';
-      var total = cycle.nodes.reduce(function (s, n) { return s + n.bytes; }, 0);
-      var stacks = cycle.nodes.map(function (n, i) {
-        return '<details><summary>[' + i + '] ' + esc(n.type) + ' allocated at</summary>' + stackHTML(n.allocationStack) +
-          '</details>';
+      var total = members.reduce(function (s, n) { return s + n.bytes; }, 0);
+      var stacks = members.slice(0, 50).map(function (n, i) {
+        return '<details><summary>[' + i + '] ' + esc(n.type) + ' allocated at</summary>' +
+          stackHTML(n.allocationStack) + '</details>';
       }).join('');
       return '<div class="cycle" data-cycle="' + index + '"><div><strong>Cycle ' + (index + 1) + '</strong> ' +
-        '<span class="muted">' + cycle.nodes.length + ' objects, ' + bytes(total) + (cycle.instances > 1 ? ' × ' +
-        int(cycle.instances) + ' instances' : '') + (outer ? ', ' + outer + ' neighbours dashed' : '') + '</span></div>' +
-        svg + stacks + '</div>';
-    }
-    // Where the line from a's centre towards b's leaves a's box.
-    function borderPoint(a, b, w, h, offsetY) {
-      var dx = b.x - a.x, dy = b.y - a.y;
-      var scale = Math.min(Math.abs(dx) > 0 ? (w / 2) / Math.abs(dx) : Infinity,
-        Math.abs(dy) > 0 ? (h / 2) / Math.abs(dy) : Infinity);
-      if (!isFinite(scale)) scale = 0;
-      return { x: a.x + dx * scale, y: a.y + offsetY + dy * scale };
+        '<span class="muted">' + members.length + ' objects, ' + bytes(total) + (cycle.instances > 1 ? ' × ' +
+        int(cycle.instances) + ' instances' : '') + (neighbors.length ? ', ' + neighbors.length +
+        ' leaked neighbours dashed' : '') + '</span></div><div class="cycle-graph">' + svg + '</div>' +
+        (members.length > 3 ? '<details><summary>Allocation stacks of the ' + members.length + ' objects</summary>' +
+        stacks + '</details>' : stacks) + '</div>';
     }
     """#
 }

@@ -67,6 +67,7 @@ extension HTMLReport {
     .cycle { display: inline-block; vertical-align: top; margin: 0 16px 16px 0; border: 1px solid var(--line);
       border-radius: 6px; padding: 6px; }
     .cycle text { font-size: 11px; }
+    .cycle-graph { max-width: calc(100vw - 60px); max-height: 900px; overflow: auto; }
     .cycle .node rect { fill: #fdecea; stroke: var(--fail); stroke-width: 1.5; }
     .cycle .node.neighbor rect { fill: #f5f5f7; stroke: #999; stroke-dasharray: 4 3; }
     .cycle .edge { fill: none; stroke: #555; stroke-width: 1.2; }
