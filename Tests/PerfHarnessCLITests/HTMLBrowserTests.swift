@@ -1,5 +1,6 @@
 import Foundation
 import PerfHarness
+import PerfReports
 import Testing
 
 /// report.html in a real headless Chromium (Debian's `chromium`, installed by `make setup`):
@@ -29,6 +30,7 @@ struct HTMLBrowserTests {
     #expect(selfTest.problems.isEmpty, "\(selfTest.problems)")
     #expect(Set(selfTest.sections).isSuperset(of: ["summary", "time-profile", "allocations", "leaks"]))
     #expect(selfTest.renderedMs > 0)
+    #expect((HTMLReport.browserTiming(fromDOM: selfTest.dom)?.treeMilliseconds ?? 0) > 0)
     #expect(selfTest.collapseChangesRows == true)
     #expect(selfTest.flameZoomed == true)
     #expect((selfTest.search?.rows ?? 0) > 0)

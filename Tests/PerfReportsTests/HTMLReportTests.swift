@@ -122,4 +122,13 @@ struct HTMLReportTests {
     #expect(timing.bytes == html.utf8.count)
     #expect(timing.milliseconds > 0)
   }
+
+  @Test("the page's own timing is read back from a dumped DOM")
+  func browserTiming() {
+    let dom = #"<html lang="en" data-parsed-ms="12.5" data-tree-ms="40.0" data-rendered-ms="52.1"><head>"#
+    #expect(
+      HTMLReport.browserTiming(fromDOM: dom)
+        == .init(parsedMilliseconds: 12.5, treeMilliseconds: 40, renderedMilliseconds: 52.1))
+    #expect(HTMLReport.browserTiming(fromDOM: "<html><head>") == nil)
+  }
 }

@@ -22,12 +22,42 @@ extension HTMLReport {
 
   /// The headless Chromium command that opens `page` and prints its DOM once the page has
   /// drawn itself; the page records its own time in the root element's `data-rendered-ms`
-  /// attribute and shows it as "rendered in N ms". Run it with a timeout: a browser can hang.
+  /// attribute and shows it as "rendered in N ms" (read both with ``browserTiming(fromDOM:)``).
+  /// Run it with a timeout: a browser can hang. From a shell:
+  ///
+  ///     timeout 120 chromium --headless --no-sandbox --disable-gpu --user-data-dir=$(mktemp -d) \
+  ///       --dump-dom file://$PWD/report.html | grep -o 'rendered in [0-9]* ms'
   public static func browserTimingCommand(page: String, userDataDirectory: String) -> [String] {
     [
       "chromium", "--headless", "--no-sandbox", "--disable-gpu", "--user-data-dir=\(userDataDirectory)",
       "--dump-dom", URL(fileURLWithPath: page).absoluteString,
     ]
+  }
+
+  /// What the page measured about itself, in milliseconds since navigation start.
+  public struct BrowserTiming: Sendable, Equatable {
+    /// HTML parsed and the report's JSON decoded.
+    public var parsedMilliseconds: Double
+    /// The call tree and flame graph drawn.
+    public var treeMilliseconds: Double
+    /// Every section drawn.
+    public var renderedMilliseconds: Double
+  }
+
+  /// Reads the timing a page recorded from the DOM that ``browserTimingCommand(page:userDataDirectory:)``
+  /// printed (`data-parsed-ms`, `data-tree-ms`, `data-rendered-ms` on the root element); nil when
+  /// the page did not get that far.
+  public static func browserTiming(fromDOM dom: String) -> BrowserTiming? {
+    func value(_ attribute: String) -> Double? {
+      guard let start = dom.range(of: "\(attribute)=\""),
+        let end = dom[start.upperBound...].firstIndex(of: "\"")
+      else { return nil }
+      return Double(dom[start.upperBound..<end])
+    }
+    guard let parsed = value("data-parsed-ms"), let tree = value("data-tree-ms"),
+      let rendered = value("data-rendered-ms")
+    else { return nil }
+    return BrowserTiming(parsedMilliseconds: parsed, treeMilliseconds: tree, renderedMilliseconds: rendered)
   }
 
   /// A report shaped like a large run, for measuring the renderer and the page: `samples`
