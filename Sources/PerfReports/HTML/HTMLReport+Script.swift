@@ -42,7 +42,12 @@ extension HTMLReport {
       return isNum(value) ? value.toLocaleString('en-US', {
         minimumFractionDigits: digits, maximumFractionDigits: digits }) : '—';
     }
-    function ms(value) { return isNum(value) ? fixed(value, value < 10 ? 2 : 1) + ' ms' : '—'; }
+    // Like Instruments: milliseconds, seconds from ten seconds on.
+    function ms(value) {
+      if (!isNum(value)) return '—';
+      if (Math.abs(value) >= 10000) return fixed(value / 1000, 2) + ' s';
+      return fixed(value, Math.abs(value) < 10 ? 2 : 1) + ' ms';
+    }
     function int(value) { return isNum(value) ? Math.round(value).toLocaleString('en-US') : '—'; }
     function bytes(value) {
       if (!isNum(value)) return '—';

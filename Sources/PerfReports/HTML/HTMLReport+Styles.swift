@@ -38,7 +38,7 @@ extension HTMLReport {
     input[type=search] { padding: 3px 6px; min-width: 220px; font: inherit; }
     button { font: inherit; cursor: pointer; }
     .calltree { border: 1px solid var(--line); max-height: 560px; overflow: auto; font-size: 12px; }
-    .ct-row { display: grid; grid-template-columns: 90px 60px 80px 1fr; white-space: nowrap;
+    .ct-row { display: grid; grid-template-columns: 100px 60px 90px 1fr; white-space: nowrap;
       border-bottom: 1px solid #eee; cursor: default; }
     .ct-row > span { padding: 1px 6px; overflow: hidden; text-overflow: ellipsis; }
     .ct-row > span.num { text-align: right; font-variant-numeric: tabular-nums; }
