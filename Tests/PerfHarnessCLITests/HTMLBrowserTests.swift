@@ -109,6 +109,22 @@ struct HTMLBrowserTests {
     #expect(selfTest.dom.contains("+100.0%"))
   }
 
+  @Test("report --html into a folder that does not exist fails with exit 1 and names the path")
+  func unwritableOutput() throws {
+    let directory = try temporaryDirectory()
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let run = try perfharness.run([
+      "scenario", "closure-retain-cycles", "--iterations", "1", "--instruments", "allocations", "--output",
+      directory.path,
+    ])
+    #expect(run.status == 0, "\(run.standardError)")
+    let json = directory.appendingPathComponent("closure-retain-cycles/starter/report.json")
+    let target = directory.appendingPathComponent("missing/folder/out.html").path
+    let result = try perfharness.run(["report", json.path, "--html", target])
+    #expect(result.status == 1)
+    #expect(result.standardError.contains(target), "\(result.standardError)")
+  }
+
   @Test("a crashed run's report.html shows the crash without errors")
   func crashedPage() throws {
     let directory = try temporaryDirectory()

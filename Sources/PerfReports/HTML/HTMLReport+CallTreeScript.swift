@@ -435,7 +435,8 @@ extension HTMLReport {
             '" fill="' + fill + '"></rect>' + (label ? '<text x="' + (r.x + 3).toFixed(1) + '" y="' +
             (r.depth * rowHeight + 12) + '">' + esc(label) + '</text>' : '') + '</g>';
         }).join('') + '</svg>';
-      $('flame').innerHTML = rects.length ? svg : '<p class="muted">No samples.</p>';
+      $('flame').innerHTML = rects.length ? svg : '<p class="muted">' + (total > 0
+        ? 'Every frame is narrower than a pixel: the weight is spread over many roots.' : 'No samples.') + '</p>';
       $('flame').dataset.rects = rects.length;
     };
 
