@@ -85,11 +85,12 @@ struct HTMLBrowserTests {
     let json = directory.appendingPathComponent("closure-retain-cycles/starter/report.json")
     var object = try #require(JSONSerialization.jsonObject(with: Data(contentsOf: json)) as? [String: Any])
     object["comparison"] = [
-      "baseline": "Reports/baseline/report.json", "tolerancePercent": 10, "passed": false,
+      "baseline": "Reports/baseline/report.json", "baselineScenario": "closure-retain-cycles [fixed]",
+      "tolerancePercent": 10, "passed": false,
       "rows": [
         [
-          "metric": "allocations.totals.persistentBytes", "baseline": 1000.0, "current": 2000.0,
-          "changePercent": 100.0, "limitPercent": 10, "passed": false,
+          "metric": "allocations.totals.persistentBytes", "unit": "bytes", "baseline": 1000.0, "current": 2000.0,
+          "changePercent": 100.0, "limitPercent": 10, "passed": false, "detail": "grew by 1000 bytes",
         ],
         [
           "metric": "leaks.leakedBytes", "baseline": NSNull(), "current": 10, "changePercent": NSNull(),
@@ -107,6 +108,9 @@ struct HTMLBrowserTests {
     #expect(selfTest.sections.contains("comparison"))
     #expect(selfTest.dom.contains("allocations.totals.persistentBytes"))
     #expect(selfTest.dom.contains("+100.0%"))
+    // The unit formats the values rather than taking a column; unknown keys still show.
+    #expect(selfTest.dom.contains("1.95 KiB") && !selfTest.dom.contains(">unit</th>"))
+    #expect(selfTest.dom.contains("grew by 1000 bytes") && selfTest.dom.contains("closure-retain-cycles [fixed]"))
   }
 
   @Test("report --html into a folder that does not exist fails with exit 1 and names the path")

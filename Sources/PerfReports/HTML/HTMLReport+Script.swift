@@ -174,31 +174,53 @@ extension HTMLReport {
     function comparisonHTML() {
       var c = report.comparison;
       if (!c || typeof c !== 'object') return null;
-      var rows = Array.isArray(c.rows) ? c.rows : [];
-      var known = ['metric', 'baseline', 'current', 'changePercent', 'limitPercent', 'passed'];
+      var rows = (Array.isArray(c.rows) ? c.rows : []).map(function (row) { return row || {}; });
       var titles = { metric: 'Metric', baseline: 'Baseline', current: 'Current', changePercent: 'Change',
-        limitPercent: 'Limit', passed: 'Result' };
-      var keys = known.slice();
+        limitPercent: 'Limit', passed: 'Result', detail: 'Detail' };
+      // A row's `unit` ("bytes", "ms", "count") formats its values instead of taking a column.
+      var keys = Object.keys(titles);
       rows.forEach(function (row) {
-        Object.keys(row || {}).forEach(function (k) { if (keys.indexOf(k) < 0) keys.push(k); });
+        Object.keys(row).forEach(function (k) { if (keys.indexOf(k) < 0 && k !== 'unit') keys.push(k); });
       });
-      function cell(key, value) {
+      keys = keys.filter(function (k) { return rows.some(function (row) { return k in row; }) || k !== 'detail'; });
+      function cell(key, row) {
+        var value = row[key];
         if (value === null || value === undefined) return '—';
         if (key === 'passed') return badge(value);
         if (key === 'changePercent') return (value > 0 ? '+' : '') + fixed(value, 1) + '%';
         if (key === 'limitPercent') return fixed(value, 1) + '%';
+        if ((key === 'baseline' || key === 'current') && isNum(value)) {
+          if (row.unit === 'bytes') return bytes(value);
+          if (row.unit === 'ms') return ms(value);
+          if (row.unit === 'count') return int(value);
+        }
         if (isNum(value)) return fixed(value, Number.isInteger(value) ? 0 : 3);
         return esc(typeof value === 'object' ? JSON.stringify(value) : value);
       }
-      var html = facts([
-        ['Result', c.passed === null || c.passed === undefined ? '—' : badge(c.passed)],
-        ['Baseline', c.baseline === null || c.baseline === undefined ? '—' : esc(c.baseline)],
-        ['Tolerance', isNum(c.tolerancePercent) ? fixed(c.tolerancePercent, 1) + '%' : '—'],
-      ]);
+      function shown(value) {
+        if (value === null || value === undefined) return '—';
+        if (typeof value === 'boolean') return badge(value);
+        return esc(typeof value === 'object' ? JSON.stringify(value) : value);
+      }
+      var known = { passed: 'Result', baseline: 'Baseline', baselineScenario: 'Baseline run',
+        tolerancePercent: 'Tolerance', timeTolerancePercent: 'Time tolerance', minimumBytes: 'Ignored growth' };
+      var pairs = Object.keys(known).filter(function (k) { return k in c || k === 'passed' || k === 'baseline'; })
+        .map(function (k) {
+          var v = c[k];
+          if (/Percent$/.test(k)) {
+            return [known[k], isNum(v) ? fixed(v, 1) + '%' : k === 'timeTolerancePercent' ? 'times not gated' : '—'];
+          }
+          if (k === 'minimumBytes' && isNum(v)) return [known[k], 'up to ' + bytes(v)];
+          return [known[k], shown(v)];
+        });
+      Object.keys(c).forEach(function (k) {
+        if (!(k in known) && k !== 'rows') pairs.push([k, shown(c[k])]);
+      });
+      var html = facts(pairs);
       html += rows.length ? table(keys.map(function (key) {
-        return { title: titles[key] || key, num: key !== 'metric' && key !== 'passed',
-          html: function (row) { return cell(key, (row || {})[key]); } };
-      }), rows.map(function (row) { return row || {}; })) : '<p class="muted">No metrics compared.</p>';
+        return { title: titles[key] || key, num: ['baseline', 'current', 'changePercent', 'limitPercent'].indexOf(key) >= 0,
+          html: function (row) { return cell(key, row); } };
+      }), rows) : '<p class="muted">No metrics compared.</p>';
       return html;
     }
     """#
