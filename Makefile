@@ -2,6 +2,8 @@
 # has the Swift toolchain.
 SWIFT ?= swift
 SYSTEM_PACKAGES := libunwind-dev libdw-dev
+# The HTML report's tests open it in a real headless browser.
+TEST_PACKAGES := chromium
 # Scenarios are profiled in release, as Instruments profiles a Release build.
 RUN_CONFIGURATION ?= release
 ARGS ?=
@@ -33,6 +35,7 @@ run: build
 
 ## test: the whole test suite (debug build; the end-to-end tests run the built binaries).
 test: setup lint
+	@$(MAKE) --no-print-directory setup SYSTEM_PACKAGES="$(TEST_PACKAGES)"
 	$(SWIFT) build --build-tests -Xswiftc -warnings-as-errors
 	$(SWIFT) test --skip-build
 	@$(MAKE) --no-print-directory test-tsan

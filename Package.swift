@@ -14,6 +14,7 @@ let package = Package(
     .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
     .package(url: "https://github.com/jpsim/Yams", from: "6.2.2"),
     .package(url: "https://github.com/x-sheep/swift-property-based", from: "2.0.1"),
+    .package(url: "https://github.com/hummingbird-project/swift-mustache", from: "2.1.1"),
   ],
   targets: [
     // C primitives: only what must be C (signal handler, unwinding, libdw access).
@@ -42,7 +43,9 @@ let package = Package(
         "CPerfSampler", "CPerfSymbols", "CPerfAlloc", "CPerfHeapScan", .product(name: "Yams", package: "Yams"),
       ]),
     // Text, JSON, HTML and export renderers.
-    .target(name: "PerfReports", dependencies: ["PerfHarness"], exclude: ["Schema"]),
+    .target(
+      name: "PerfReports", dependencies: ["PerfHarness", .product(name: "Mustache", package: "swift-mustache")],
+      exclude: ["Schema"]),
     // The command line, as a library so a user's own executable gets the same CLI.
     .target(
       name: "PerfHarnessCLI",

@@ -6,7 +6,7 @@ import PerfReports
 struct ReportCommand: ParsableCommand {
   static let configuration = CommandConfiguration(
     commandName: "report",
-    abstract: "Show a stored JSON report's call tree and export its profile.",
+    abstract: "Show a stored JSON report's call tree, render it as HTML and export its profile.",
     discussion: """
       --call-tree takes a comma-separated list of Instruments' Call Tree options: \
       \(CallTreeOptions.optionNames.joined(separator: ", ")) (or "none").
@@ -28,6 +28,11 @@ struct ReportCommand: ParsableCommand {
     help: ArgumentHelp(
       "Show only allocation categories whose name contains this (case-insensitive).", valueName: "text"))
   var filter: String?
+
+  @Option(
+    help: ArgumentHelp(
+      "Write the self-contained HTML report here (what 'scenario' writes as report.html).", valueName: "path"))
+  var html: String?
 
   @Option(help: ArgumentHelp("Write folded stacks (flamegraph.pl input) here.", valueName: "path"))
   var folded: String?
@@ -52,7 +57,11 @@ struct ReportCommand: ParsableCommand {
   }
 
   func run() throws {
-    let report = try StoredReport.read(file)
+    let (report, json) = try StoredReport.readWithJSON(file)
+    if let html {
+      // The file's own JSON, not a re-encoding: keys this model does not know still render.
+      try write(Data(HTMLReport.render(reportJSON: json, title: HTMLReport.title(of: report)).utf8), to: html)
+    }
     var summary = report
     if filter != nil { summary.allocations = nil }
     print(RunSummaryText.render(summary, reportPath: nil), terminator: "")
@@ -90,6 +99,11 @@ struct ReportCommand: ParsableCommand {
 /// Reading a report someone hands us: every failure names the file and what was expected.
 enum StoredReport {
   static func read(_ path: String) throws -> Report {
+    try readWithJSON(path).report
+  }
+
+  /// - Returns: the decoded report and the file's bytes.
+  static func readWithJSON(_ path: String) throws -> (report: Report, json: Data) {
     let data: Data
     do {
       data = try Data(contentsOf: URL(fileURLWithPath: path))
@@ -111,7 +125,7 @@ enum StoredReport {
         "\(path) has schemaVersion \(version); this perfharness reads schemaVersion \(Report.currentSchemaVersion)")
     }
     do {
-      return try ReportJSON.decode(data)
+      return (try ReportJSON.decode(data), data)
     } catch {
       throw HarnessError("\(path) is not a valid schemaVersion 1 report: \(describe(error))")
     }

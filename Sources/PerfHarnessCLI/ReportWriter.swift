@@ -15,6 +15,8 @@ struct ReportWriter {
     do {
       try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
       try ReportJSON.encode(report).write(to: file, options: .atomic)
+      try Data(HTMLReport.render(report).utf8).write(
+        to: folder.appendingPathComponent("report.html"), options: .atomic)
       for (index, cycle) in (report.leaks?.cycles ?? []).enumerated() {
         try Data(cycle.dot(title: "cycle \(index + 1) (x\(cycle.instances))").utf8).write(
           to: folder.appendingPathComponent("leak-cycle-\(index + 1).dot"), options: .atomic)

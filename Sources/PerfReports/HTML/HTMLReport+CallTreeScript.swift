@@ -1,0 +1,491 @@
+extension HTMLReport {
+  /// The call tree model: the same option semantics as `CallTree` in PerfHarness, over the
+  /// profile's recorded stacks, with rows built only when expanded.
+  static let callTreeScript = #"""
+    // ---- Call tree: the same semantics as Sources/PerfHarness/CallTree (CallTree.swift). ----
+    // Functions are frames with the same name and module; two pseudo functions stand for a
+    // sample with no app frame under Hide System Libraries and for an empty or bad stack.
+    function ProfileModel(profile) {
+      var frames = profile.frames || [], threads = profile.threads || [], samples = profile.samples || [];
+      var ids = new Map(), functions = [], functionOfFrame = new Int32Array(frames.length);
+      for (var i = 0; i < frames.length; i++) {
+        var f = frames[i], key = f.name + '\u0000' + f.module, id = ids.get(key);
+        if (id === undefined) {
+          id = functions.length;
+          ids.set(key, id);
+          functions.push({ name: f.name, module: f.module, isApp: !!f.isApp });
+        }
+        functionOfFrame[i] = id;
+      }
+      this.systemLibraries = functions.length;
+      functions.push({ name: '<system libraries>', module: '', isApp: false });
+      this.unknown = functions.length;
+      functions.push({ name: '<unknown>', module: '', isApp: false });
+      this.functions = functions;
+      this.functionOfFrame = functionOfFrame;
+      this.threads = threads;
+      // The harness already merged identical stacks; like CallTree, every entry counts as one sample.
+      var stacks = samples.map(function (sample) {
+        return { thread: sample.thread, frames: sample.stack, weight: sample.weight, count: 1 };
+      });
+      this.stacks = stacks;
+      this.occurrences = new Int32Array(functions.length);
+      this.pathCache = new Map();
+    }
+
+    // The display path of a stack: Hide System Libraries, Flatten Recursion, then Invert.
+    ProfileModel.prototype.transform = function (frames, options) {
+      var path = [], count = this.functionOfFrame.length, functions = this.functions;
+      for (var i = 0; i < frames.length; i++) {
+        var f = frames[i];
+        var id = f >= 0 && f < count ? this.functionOfFrame[f] : this.unknown;
+        if (options.hideSystemLibraries && !functions[id].isApp) continue;
+        path.push(id);
+      }
+      if (!path.length) path.push(options.hideSystemLibraries && frames.length ? this.systemLibraries : this.unknown);
+      if (options.flattenRecursion) path = this.collapseRepeats(path);
+      if (options.invert) path.reverse();
+      return path;
+    };
+
+    // Walking root to leaf, whenever the path ends with a block repeated back to back, the second
+    // copy goes (A B B C => A B C, A B A B C => A B C); A B C B D stays.
+    ProfileModel.prototype.collapseRepeats = function (path) {
+      var out = [], occurrences = this.occurrences;
+      for (var i = 0; i < path.length; i++) {
+        out.push(path[i]);
+        occurrences[path[i]]++;
+        var removed = true;
+        while (removed && occurrences[out[out.length - 1]] > 1) {
+          removed = false;
+          var n = out.length;
+          for (var length = 1; length * 2 <= n; length++) {
+            var same = true;
+            for (var k = 0; k < length; k++) {
+              if (out[n - 2 * length + k] !== out[n - length + k]) { same = false; break; }
+            }
+            if (same) {
+              for (var d = n - length; d < n; d++) occurrences[out[d]]--;
+              out.length = n - length;
+              removed = true;
+              break;
+            }
+          }
+        }
+      }
+      for (var j = 0; j < out.length; j++) occurrences[out[j]] = 0;
+      return out;
+    };
+
+    // Transformed paths of every merged stack, cached per combination of the per-sample options.
+    ProfileModel.prototype.paths = function (options) {
+      var key = [options.hideSystemLibraries, options.flattenRecursion, options.invert].join();
+      var cached = this.pathCache.get(key);
+      if (cached) return cached;
+      var self = this;
+      cached = this.stacks.map(function (stack) { return self.transform(stack.frames, options); });
+      this.pathCache.set(key, cached);
+      return cached;
+    };
+
+    // One row of the displayed tree. `children()` builds the row's children when first asked:
+    // only expanded rows ever cost anything.
+    function Row(kind, name, module, isApp, total, self, count, key, children) {
+      this.kind = kind; this.name = name; this.module = module; this.isApp = isApp;
+      this.total = total; this.self = self; this.count = count; this.key = key;
+      this.childrenBuilder = children; this.cachedChildren = null;
+    }
+    Row.prototype.children = function () {
+      if (!this.cachedChildren) this.cachedChildren = this.childrenBuilder ? this.childrenBuilder().sort(heavierFirst) : [];
+      return this.cachedChildren;
+    };
+    Row.prototype.hasChildren = function () { return this.childrenBuilder ? this.children().length > 0 : false; };
+    // Heaviest first, ties by name then module: the order of CallTreeNode.heavierFirst.
+    function heavierFirst(a, b) {
+      if (a.total !== b.total) return b.total - a.total;
+      if (a.name !== b.name) return a.name < b.name ? -1 : 1;
+      if (a.module !== b.module) return a.module < b.module ? -1 : 1;
+      return 0;
+    }
+
+    // The tree is never built whole: a row knows the paths through it and its position in each,
+    // and its children come from grouping those paths by their next function when it is first
+    // expanded. Opening a page costs the heaviest path and the flame graph's visible frames, not
+    // one node per distinct stack prefix (millions for 100k deep samples). Paths are visited in
+    // sample order, so sums are added in the same order as CallTree's.
+    ProfileModel.prototype.childRows = function (paths, members, offsets, keyPrefix, selfOf, isRoot) {
+      var model = this, stacks = this.stacks, groups = new Map(), order = [];
+      for (var i = 0; i < members.length; i++) {
+        var s = members[i], at = offsets[i] + 1, path = paths[s];
+        if (at >= path.length) continue;
+        var group = groups.get(path[at]);
+        if (!group) {
+          group = { fn: path[at], members: [], offsets: [] };
+          groups.set(path[at], group);
+          order.push(group);
+        }
+        group.members.push(s);
+        group.offsets.push(at);
+      }
+      return order.map(function (group) {
+        var total = 0, end = 0;
+        for (var k = 0; k < group.members.length; k++) {
+          var weight = stacks[group.members[k]].weight;
+          total += weight;
+          if (group.offsets[k] === paths[group.members[k]].length - 1) end += weight;
+        }
+        var fn = model.functions[group.fn], key = keyPrefix + '/' + group.fn;
+        return new Row('function', fn.name, fn.module, fn.isApp, total, selfOf(end, total, isRoot),
+          group.members.length, key, function () {
+            return model.childRows(paths, group.members, group.offsets, key, selfOf, false);
+          });
+      });
+    };
+
+    // Top Functions: every function a root with the weight of the samples it appears in (once per
+    // sample), self the weight where it is the leaf; beneath it the tree from its first occurrence.
+    ProfileModel.prototype.topFunctionRows = function (options, members, paths, keyPrefix, query) {
+      var model = this, stacks = this.stacks, n = this.functions.length;
+      var total = new Float64Array(n), self = new Float64Array(n), count = new Float64Array(n);
+      var lastSeen = new Int32Array(n).fill(-1);
+      for (var i = 0; i < members.length; i++) {
+        var s = members[i], path = paths[s], w = stacks[s].weight;
+        for (var j = 0; j < path.length; j++) {
+          var id = path[j];
+          if (lastSeen[id] === i) continue;
+          lastSeen[id] = i;
+          total[id] += w;
+          count[id] += 1;
+        }
+        self[options.invert ? path[0] : path[path.length - 1]] += w;
+      }
+      var childSelf = function (end) { return options.invert ? 0 : end; };
+      var rows = [];
+      for (var f = 0; f < n; f++) {
+        if (count[f] === 0) continue;
+        var fn = this.functions[f];
+        if (query && !matchesQuery(fn, query)) continue;
+        rows.push(new Row('function', fn.name, fn.module, fn.isApp, total[f], self[f], count[f], keyPrefix + '/' + f,
+          firstOccurrences(f, keyPrefix + '/' + f)));
+      }
+      function firstOccurrences(f, key) {
+        return function () {
+          var through = [], at = [];
+          for (var i = 0; i < members.length; i++) {
+            var index = paths[members[i]].indexOf(f);
+            if (index >= 0) { through.push(members[i]); at.push(index); }
+          }
+          return model.childRows(paths, through, at, key, childSelf, false);
+        };
+      }
+      return rows;
+    };
+
+    function matchesQuery(fn, query) {
+      return fn.name.toLowerCase().indexOf(query) >= 0 || fn.module.toLowerCase().indexOf(query) >= 0;
+    }
+
+    // The groups a view splits samples into: one per thread with Separate by Thread, else one.
+    ProfileModel.prototype.groups = function (options) {
+      var stacks = this.stacks, groups = new Map();
+      for (var i = 0; i < stacks.length; i++) {
+        var g = options.separateByThread ? stacks[i].thread : -1;
+        var list = groups.get(g);
+        if (!list) { list = []; groups.set(g, list); }
+        list.push(i);
+      }
+      return groups;
+    };
+
+    // The roots of the tree for `options`. A search `query` (lowercase; '' for none) keeps the
+    // samples whose stack holds a matching function (Top Functions: the matching functions).
+    ProfileModel.prototype.roots = function (options, query) {
+      var model = this, paths = this.paths(options), rows = [], totalWeight = 0;
+      var matching = null;
+      if (query && !options.topFunctions) {
+        matching = this.functions.map(function (fn) { return matchesQuery(fn, query); });
+      }
+      var selfOf = function (end, total, isRoot) {
+        return options.invert ? (isRoot ? total : 0) : end;
+      };
+      this.groups(options).forEach(function (members, group) {
+        if (matching) {
+          members = members.filter(function (s) { return paths[s].some(function (f) { return matching[f]; }); });
+        }
+        var weight = 0;
+        for (var i = 0; i < members.length; i++) weight += model.stacks[members[i]].weight;
+        totalWeight += weight;
+        var prefix = options.separateByThread ? 't' + group : '';
+        var rowsOfGroup = options.topFunctions ? function () {
+          return model.topFunctionRows(options, members, paths, prefix, query);
+        } : function () {
+          return model.childRows(paths, members, members.map(function () { return -1; }), prefix, selfOf, true);
+        };
+        if (options.separateByThread) {
+          if (!members.length) return;
+          var thread = model.threads[group];
+          rows.push(new Row('thread', thread ? thread.name : 'Thread ' + group, '', false, weight, 0, members.length,
+            prefix, rowsOfGroup));
+        } else {
+          rows = rowsOfGroup();
+        }
+      });
+      return { rows: rows.sort(heavierFirst), totalWeight: totalWeight };
+    };
+    """#
+
+  /// The Call Tree panel: option toggles, search, expandable rows and the flame graph.
+  static let callTreeViewScript = #"""
+    // ---- The Call Tree panel: options, search, expandable rows, flame graph. ----
+    var OPTIONS = [
+      ['separateByThread', 'Separate by Thread'],
+      ['invert', 'Invert Call Tree'],
+      ['hideSystemLibraries', 'Hide System Libraries'],
+      ['flattenRecursion', 'Flatten Recursion'],
+      ['topFunctions', 'Top Functions'],
+    ];
+    var ROW_CAP = 3000;          // rows drawn at once; deeper expansion asks for more
+    var CHILD_CAP = 100;         // children shown per row before a "more" row
+    var treeState = null;
+
+    function CallTreePanel(model) {
+      this.model = model;
+      this.options = {};
+      var self = this;
+      OPTIONS.forEach(function (o) { self.options[o[0]] = false; });
+      this.query = '';
+      this.expanded = new Set();
+      this.childLimit = new Map();
+      this.rootLimit = CHILD_CAP;
+      this.zoomKey = null;
+    }
+
+    CallTreePanel.prototype.html = function () {
+      return '<div class="toolbar" id="ct-options">' + OPTIONS.map(function (o) {
+        return '<label><input type="checkbox" id="opt-' + o[0] + '" data-option="' + o[0] + '"> ' + esc(o[1]) + '</label>';
+      }).join('') + '<input type="search" id="ct-search" placeholder="Search symbols" aria-label="Search symbols">' +
+        '</div><div class="calltree" id="calltree" role="tree"></div>' +
+        '<h3>Flame graph <span class="muted" id="flame-note"></span> <button id="flame-reset" hidden>Reset zoom</button>' +
+        '</h3><div class="flame" id="flame"></div>';
+    };
+
+    CallTreePanel.prototype.attach = function () {
+      var self = this;
+      OPTIONS.forEach(function (o) {
+        $('opt-' + o[0]).addEventListener('change', function (event) {
+          self.options[o[0]] = event.target.checked;
+          self.reset();
+        });
+      });
+      $('ct-search').addEventListener('input', function (event) {
+        self.query = event.target.value.trim().toLowerCase();
+        self.reset();
+      });
+      $('calltree').addEventListener('click', function (event) {
+        var row = event.target.closest('.ct-row');
+        if (!row || !row.dataset.key) return;
+        var key = row.dataset.key;
+        if (row.classList.contains('more')) {
+          if (key === '') self.rootLimit += CHILD_CAP * 5;
+          else self.childLimit.set(key, (self.childLimit.get(key) || CHILD_CAP) + CHILD_CAP * 5);
+        } else if (self.expanded.has(key)) {
+          self.expanded.delete(key);
+        } else {
+          self.expanded.add(key);
+        }
+        self.drawTree();
+      });
+      $('flame').addEventListener('click', function (event) {
+        var key = event.target.closest('g') && event.target.closest('g').dataset.key;
+        if (key === undefined) return;
+        self.zoomKey = key;
+        self.drawFlame();
+      });
+      $('flame-reset').addEventListener('click', function () { self.zoomKey = null; self.drawFlame(); });
+      this.reset();
+    };
+
+    // New options or search: rebuild the roots, expand the heaviest path (or every path to a match).
+    CallTreePanel.prototype.reset = function () {
+      var tree = this.model.roots(this.options, this.query);
+      this.roots = tree.rows;
+      this.totalWeight = tree.totalWeight;
+      this.expanded = new Set();
+      this.childLimit = new Map();
+      this.rootLimit = CHILD_CAP;
+      this.zoomKey = null;
+      if (this.query) {
+        this.expandMatches();
+      } else {
+        var row = this.roots[0];
+        for (var depth = 0; row && depth < 24 && row.hasChildren(); depth++) {
+          this.expanded.add(row.key);
+          row = row.children()[0];
+        }
+      }
+      this.drawTree();
+      this.drawFlame();
+    };
+
+    CallTreePanel.prototype.expandMatches = function () {
+      // Top Functions filters its roots by name; the other views keep only branches that lead to a
+      // match, so opening every row (within a budget) shows the paths to the matches.
+      if (this.options.topFunctions) return;
+      var budget = 400, work = this.roots.slice(0, CHILD_CAP).reverse();
+      while (work.length && budget > 0) {
+        var row = work.pop(), children = row.children();
+        if (!children.length) continue;
+        this.expanded.add(row.key);
+        budget--;
+        for (var i = Math.min(children.length, CHILD_CAP) - 1; i >= 0; i--) work.push(children[i]);
+      }
+    };
+
+    // Visible rows in display order, at most ROW_CAP of them.
+    CallTreePanel.prototype.visibleRows = function () {
+      var out = [], work = [];
+      var roots = this.roots;
+      if (roots.length > this.rootLimit) {
+        work.push({ more: true, key: '', depth: 0, rows: roots.slice(this.rootLimit) });
+      }
+      for (var i = Math.min(roots.length, this.rootLimit) - 1; i >= 0; i--) work.push({ row: roots[i], depth: 0 });
+      while (work.length && out.length < ROW_CAP) {
+        var item = work.pop();
+        out.push(item);
+        if (item.more || !this.expanded.has(item.row.key)) continue;
+        var children = item.row.children();
+        var limit = this.childLimit.get(item.row.key) || CHILD_CAP;
+        if (children.length > limit) {
+          work.push({ more: true, key: item.row.key, depth: item.depth + 1, rows: children.slice(limit) });
+        }
+        for (var c = Math.min(children.length, limit) - 1; c >= 0; c--) work.push({ row: children[c], depth: item.depth + 1 });
+      }
+      return out;
+    };
+
+    CallTreePanel.prototype.drawTree = function () {
+      var total = this.totalWeight, query = this.query, self = this;
+      var rows = this.visibleRows();
+      var html = '<div class="ct-row head"><span class="num">Weight</span><span class="num">%</span>' +
+        '<span class="num">Self</span><span>Symbol</span></div>';
+      html += rows.map(function (item) {
+        var indent = 'padding-left:' + (6 + item.depth * 14) + 'px';
+        if (item.more) {
+          var weight = item.rows.reduce(function (sum, r) { return sum + r.total; }, 0);
+          return '<div class="ct-row more" data-key="' + esc(item.key) + '"><span class="num">' + esc(ms(weight)) +
+            '</span><span class="num">' + percent(weight, total) + '</span><span></span><span class="sym" style="' +
+            indent + '">… ' + item.rows.length + ' more (show)</span></div>';
+        }
+        var row = item.row, open = self.expanded.has(row.key);
+        var classes = 'ct-row' + (row.kind === 'thread' ? ' thread' : row.isApp ? '' : ' sys') +
+          (query && row.kind === 'function' && matchesQuery(row, query) ? ' match' : '');
+        var twisty = row.hasChildren() ? (open ? '▾' : '▸') : '';
+        return '<div class="' + classes + '" role="treeitem" data-key="' + esc(row.key) + '"><span class="num">' +
+          esc(ms(row.total)) + '</span><span class="num">' + percent(row.total, total) + '</span><span class="num">' +
+          esc(ms(row.self)) + '</span><span class="sym" style="' + indent + '" title="' + esc(row.name) + '">' +
+          '<span class="twisty">' + twisty + '</span>' + esc(row.name) +
+          (row.module ? '<span class="mod">' + esc(row.module) + '</span>' : '') + '</span></div>';
+      }).join('');
+      if (!rows.length) {
+        html += '<div class="ct-row"><span></span><span></span><span></span><span class="muted">' +
+          (query ? 'No symbol matches “' + esc(query) + '”.' : 'No samples.') + '</span></div>';
+      }
+      if (rows.length >= ROW_CAP) {
+        html += '<div class="ct-row"><span></span><span></span><span></span><span class="muted">Showing the first ' +
+          ROW_CAP + ' rows: collapse some to see further.</span></div>';
+      }
+      $('calltree').innerHTML = html;
+    };
+
+    // An icicle flame graph (root on top) of the current tree, left-heavy, drawn only for frames
+    // at least a pixel wide. Top Functions has no single tree, so it draws the tree without it.
+    CallTreePanel.prototype.drawFlame = function () {
+      var options = Object.assign({}, this.options, { topFunctions: false });
+      var roots = this.options.topFunctions || this.query ? this.model.roots(options, '').rows : this.roots;
+      $('flame-note').textContent = this.options.topFunctions ? '(of the tree without Top Functions; click a frame to zoom)'
+        : '(root at the top, widths are weight; click a frame to zoom)';
+      var width = Math.max(600, ($('flame').clientWidth || 1200) - 2), rowHeight = 17, maxRects = 20000;
+      var zoomed = this.zoomKey !== null ? findRow(roots, this.zoomKey) : null;
+      var top = zoomed ? [zoomed] : roots;
+      var total = top.reduce(function (sum, r) { return sum + r.total; }, 0);
+      $('flame-reset').hidden = !zoomed;
+      var rects = [], depthMax = 0;
+      var work = [];
+      var x = 0;
+      top.forEach(function (row) { work.push({ row: row, x: x, depth: 0 }); x += row.total; });
+      while (work.length && rects.length < maxRects) {
+        var item = work.pop(), w = total > 0 ? item.row.total / total * width : 0;
+        if (w < 1) continue;
+        rects.push({ row: item.row, x: total > 0 ? item.x / total * width : 0, w: w, depth: item.depth });
+        depthMax = Math.max(depthMax, item.depth);
+        var cx = item.x;
+        item.row.children().forEach(function (child) {
+          work.push({ row: child, x: cx, depth: item.depth + 1 });
+          cx += child.total;
+        });
+      }
+      var height = (depthMax + 1) * rowHeight;
+      var svg = '<svg width="' + width + '" height="' + height + '" role="img" aria-label="Flame graph">' +
+        rects.map(function (r) {
+          var row = r.row, fill = row.kind === 'thread' ? '#c7d7f0' : row.isApp ? flameColor(row.name) : '#d5d5da';
+          var label = r.w > 36 ? truncate(row.name, Math.floor((r.w - 6) / 6.4)) : '';
+          return '<g data-key="' + esc(row.key) + '"><title>' + esc(row.name + (row.module ? ' [' + row.module + ']' : '') +
+            ' — ' + ms(row.total) + ' (' + percent(row.total, total) + ')') + '</title><rect x="' + r.x.toFixed(1) +
+            '" y="' + r.depth * rowHeight + '" width="' + r.w.toFixed(1) + '" height="' + (rowHeight - 1) +
+            '" fill="' + fill + '"></rect>' + (label ? '<text x="' + (r.x + 3).toFixed(1) + '" y="' +
+            (r.depth * rowHeight + 12) + '">' + esc(label) + '</text>' : '') + '</g>';
+        }).join('') + '</svg>';
+      $('flame').innerHTML = rects.length ? svg : '<p class="muted">' + (total > 0
+        ? 'Every frame is narrower than a pixel: the weight is spread over many roots.' : 'No samples.') + '</p>';
+      $('flame').dataset.rects = rects.length;
+    };
+
+    function findRow(roots, key) {
+      var work = roots.slice();
+      while (work.length) {
+        var row = work.pop();
+        if (row.key === key) return row;
+        if (key.indexOf(row.key + '/') === 0) work = work.concat(row.children());
+      }
+      return null;
+    }
+    function truncate(text, length) {
+      if (length < 2) return '';
+      return text.length <= length ? text : text.slice(0, length - 1) + '…';
+    }
+    // Warm colours for app code, stable per name so a function keeps its colour between views.
+    function flameColor(name) {
+      var h = 0;
+      for (var i = 0; i < name.length; i++) h = (h * 31 + name.charCodeAt(i)) | 0;
+      var hue = 10 + Math.abs(h) % 40;
+      return 'hsl(' + hue + ',85%,' + (62 + Math.abs(h >> 8) % 14) + '%)';
+    }
+
+    function timeProfileHTML() {
+      var tp = report.timeProfile;
+      if (!tp) return null;
+      var html = '<p>' + int(tp.sampleCount) + ' samples at ' + int(tp.sampleRateHz) + ' Hz (' + esc(tp.clock) +
+        ' clock' + (tp.lostSamples ? ', <span class="error">' + int(tp.lostSamples) + ' lost</span>' : '') + '), ' +
+        ms(tp.totalWeightMilliseconds) + ' of samples over ' + ms(tp.durationMilliseconds) +
+        ' <span class="muted">· sampler ' + fixed(tp.handlerMedianMicroseconds, 1) + ' µs median, ' +
+        fixed(tp.handlerP90Microseconds, 1) + ' µs p90 per sample</span></p>';
+      html += treeState.html();
+      var threads = tp.threads || [];
+      if (threads.length) {
+        html += '<h3>Threads</h3>' + table([
+          { title: 'Thread', html: function (t) {
+            return esc(t.name) + (t.isMain ? ' <span class="muted">(main)</span>' : '');
+          } },
+          { title: 'Samples', num: true, html: function (t) { return int(t.sampleCount); } },
+          { title: 'Weight', num: true, html: function (t) { return ms(t.weightMilliseconds); } },
+          { title: '%', num: true, html: function (t) { return fixed(t.percent, 1) + '%'; } },
+          { title: 'Heaviest function (Hide System Libraries)', html: function (t) {
+            var f = (t.topFunctions || [])[0];
+            return f ? esc(f.symbol) + ' <span class="mod">' + esc(f.module) + '</span>' : '';
+          } },
+        ], threads, 50);
+      }
+      return html;
+    }
+    """#
+}

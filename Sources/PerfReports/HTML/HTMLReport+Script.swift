@@ -1,0 +1,334 @@
+extension HTMLReport {
+  /// The page's script: plain ES2017 in one function scope, no modules and nothing loaded
+  /// from elsewhere. The parts are joined in this order; the last one draws the page.
+  static var script: String {
+    "(function () {\n" + scriptCore + callTreeScript + callTreeViewScript + memoryScript + scriptMain + "})();"
+  }
+
+  /// Error capture, the embedded data, formatting helpers, the summary and comparison sections.
+  static let scriptCore = #"""
+    'use strict';
+    // Everything the self-test reports: uncaught exceptions and console errors, from the start.
+    var problems = [];
+    window.addEventListener('error', function (event) {
+      problems.push('uncaught: ' + event.message + ' at ' + event.lineno + ':' + event.colno);
+    });
+    window.addEventListener('unhandledrejection', function (event) {
+      problems.push('unhandled rejection: ' + event.reason);
+    });
+    var consoleError = console.error;
+    console.error = function () {
+      problems.push('console.error: ' + Array.prototype.map.call(arguments, String).join(' '));
+      consoleError.apply(console, arguments);
+    };
+
+    function $(id) { return document.getElementById(id); }
+    var report = JSON.parse(document.getElementById('report-data').textContent);
+    // A report rendered by the harness carries its samples in a compact block of its own.
+    if ($('profile-samples') && report.timeProfile && report.timeProfile.profile) {
+      report.timeProfile.profile.samples = JSON.parse($('profile-samples').textContent).map(function (s) {
+        return { thread: s[0], weight: s[1], stack: s[2] };
+      });
+    }
+    var parsedAt = performance.now();
+
+    function esc(value) {
+      return String(value).replace(/[&<>"']/g, function (c) {
+        return { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' }[c];
+      });
+    }
+    function isNum(value) { return typeof value === 'number' && isFinite(value); }
+    function fixed(value, digits) {
+      return isNum(value) ? value.toLocaleString('en-US', {
+        minimumFractionDigits: digits, maximumFractionDigits: digits }) : '—';
+    }
+    // Like Instruments: milliseconds, seconds from ten seconds on.
+    function ms(value) {
+      if (!isNum(value)) return '—';
+      if (Math.abs(value) >= 10000) return fixed(value / 1000, 2) + ' s';
+      return fixed(value, Math.abs(value) < 10 ? 2 : 1) + ' ms';
+    }
+    function int(value) { return isNum(value) ? Math.round(value).toLocaleString('en-US') : '—'; }
+    function bytes(value) {
+      if (!isNum(value)) return '—';
+      var units = ['bytes', 'KiB', 'MiB', 'GiB', 'TiB'];
+      var size = Math.abs(value), unit = 0;
+      while (size >= 1024 && unit < units.length - 1) { size /= 1024; unit++; }
+      return (value < 0 ? '-' : '') + (unit === 0 ? String(size) : fixed(size, size < 10 ? 2 : 1)) + ' ' + units[unit];
+    }
+    function percent(part, whole) { return whole > 0 ? fixed(part / whole * 100, 1) + '%' : '—'; }
+    function badge(status) {
+      var word = status === true ? 'passed' : status === false ? 'failed' : String(status);
+      return '<span class="badge ' + esc(word) + '">' + esc(word) + '</span>';
+    }
+    function facts(pairs) {
+      return '<dl class="facts">' + pairs.filter(function (p) { return p[1] !== undefined && p[1] !== null; })
+        .map(function (p) { return '<dt>' + esc(p[0]) + '</dt><dd>' + p[1] + '</dd>'; }).join('') + '</dl>';
+    }
+    // A table from column specs {title, num, html(row)}; rows beyond `limit` are left out.
+    function table(columns, rows, limit) {
+      var shown = limit === undefined ? rows : rows.slice(0, limit);
+      return '<table><thead><tr>' + columns.map(function (c) {
+        return '<th' + (c.num ? ' class="num"' : '') + '>' + esc(c.title) + '</th>';
+      }).join('') + '</tr></thead><tbody>' + shown.map(function (row) {
+        return '<tr' + (row.passed === false ? ' class="failed"' : '') + '>' + columns.map(function (c) {
+          return '<td' + (c.num ? ' class="num"' : '') + '>' + c.html(row) + '</td>';
+        }).join('') + '</tr>';
+      }).join('') + '</tbody></table>';
+    }
+    // An allocation stack, leaf first, system frames grey.
+    function stackHTML(frames) {
+      if (!frames || !frames.length) return '<div class="muted stack">(recorded without stacks)</div>';
+      return '<div class="stack">' + frames.map(function (f) {
+        var where = f.file ? ' <span class="mod">' + esc(f.file.split('/').pop() + (f.line ? ':' + f.line : '')) +
+          '</span>' : '';
+        return '<div class="' + (f.isApp ? '' : 'sys') + '">' + esc(f.symbol) + ' <span class="mod">' +
+          esc(f.module) + '</span>' + where + '</div>';
+      }).join('') + '</div>';
+    }
+    // Runs one section; a failure shows in that section (and in the self-test) without
+    // blanking the rest of the page.
+    function section(id, title, render) {
+      var node = $(id);
+      try {
+        var html = render();
+        if (html === null) return;
+        node.hidden = false;
+        node.innerHTML = '<h2>' + esc(title) + '</h2>' + html;
+        var link = document.createElement('a');
+        link.href = '#' + id;
+        link.textContent = title;
+        $('nav').appendChild(link);
+      } catch (error) {
+        node.hidden = false;
+        node.innerHTML = '<h2>' + esc(title) + '</h2><p class="error">This section could not be drawn: ' +
+          esc(error && error.message) + '</p>';
+        console.error('section ' + id + ': ' + (error && error.stack || error));
+      }
+    }
+
+    function summaryHTML() {
+      var s = report.scenario || {};
+      var env = report.environment || {};
+      var html = '';
+      var crash = report.crash;
+      if (crash) {
+        html += '<h3 class="error">Crash</h3>' + facts([
+          ['Signal', esc(crash.signal || 'none')], ['Timed out', crash.timedOut ? 'yes' : 'no']]);
+        if (crash.stack && crash.stack.length) html += '<pre class="crash">' + esc(crash.stack.join('\n')) + '</pre>';
+        if (crash.standardErrorTail && crash.standardErrorTail.length) {
+          html += '<h3>Last lines on stderr</h3><pre class="crash">' + esc(crash.standardErrorTail.join('\n')) +
+            '</pre>';
+        }
+      }
+      html += '<div class="columns"><div>' + facts([
+        ['Status', badge(report.status)],
+        ['Scenario', esc(s.name) + ' <span class="muted">variant</span> ' + esc(s.variant)],
+        ['Iterations', int(s.iterations)],
+        ['Instruments', esc((s.instruments || []).join(', ') || 'none')],
+        ['Wall time', ms(report.wallTimeMilliseconds)],
+        ['Error', report.error ? '<span class="error">' + esc(report.error) + '</span>' : null],
+      ]) + '</div><div>' + facts([
+        ['Tool', esc((report.tool || {}).name + ' ' + (report.tool || {}).version) +
+          ' <span class="muted">(schema ' + esc(report.schemaVersion) + ')</span>'],
+      ].concat(Object.keys(env).map(function (key) {
+        return [key, esc(typeof env[key] === 'object' ? JSON.stringify(env[key]) : env[key])];
+      }))) + '</div>';
+      var steps = report.steps || [];
+      if (steps.length) {
+        html += '<div>' + table([
+          { title: 'Step', html: function (r) { return esc(r.name); } },
+          { title: 'Count', num: true, html: function (r) { return int(r.count); } },
+          { title: 'Total', num: true, html: function (r) { return ms(r.totalMilliseconds); } },
+          { title: 'Median', num: true, html: function (r) { return ms(r.medianMilliseconds); } },
+          { title: 'Max', num: true, html: function (r) { return ms(r.maxMilliseconds); } },
+        ], steps, 20) + '</div>';
+      }
+      var marks = report.marks || [];
+      if (marks.length) {
+        html += '<div>' + table([
+          { title: 'Mark', html: function (m) {
+            return esc(m.label) + (m.isMemoryWarning ? ' <span class="error">(memory warning)</span>' : '');
+          } },
+          { title: 'At', num: true, html: function (m) { return ms(m.timeMilliseconds); } },
+        ], marks, 20) + '</div>';
+      }
+      html += '</div>';
+      var checks = report.checks || [];
+      html += '<h3>Checks</h3>' + (checks.length ? table([
+        { title: 'Check', html: function (c) { return esc(c.name); } },
+        { title: 'Limit', num: true, html: function (c) { return esc(checkValue(c.name, c.limit)); } },
+        { title: 'Actual', num: true, html: function (c) { return esc(checkValue(c.name, c.actual)); } },
+        { title: 'Result', html: function (c) { return badge(c.passed); } },
+        { title: 'Detail', html: function (c) { return esc(c.detail || ''); } },
+      ], checks) : '<p class="muted">No checks ran (pass --check or a thresholds file).</p>');
+      return html;
+    }
+    // Byte-valued checks read better as sizes; counts stay numbers.
+    function checkValue(name, value) {
+      if (!isNum(value)) return '—';
+      return /bytes|growth|size/i.test(name) ? bytes(value) : fixed(value, Number.isInteger(value) ? 0 : 2);
+    }
+
+    // Drawn generically: any keys the rows carry become columns, null shows as a dash.
+    function comparisonHTML() {
+      var c = report.comparison;
+      if (!c || typeof c !== 'object') return null;
+      var rows = (Array.isArray(c.rows) ? c.rows : []).map(function (row) { return row || {}; });
+      var titles = { metric: 'Metric', baseline: 'Baseline', current: 'Current', changePercent: 'Change',
+        limitPercent: 'Limit', passed: 'Result', detail: 'Detail' };
+      // A row's `unit` ("bytes", "ms", "count") formats its values instead of taking a column.
+      var keys = Object.keys(titles);
+      rows.forEach(function (row) {
+        Object.keys(row).forEach(function (k) { if (keys.indexOf(k) < 0 && k !== 'unit') keys.push(k); });
+      });
+      keys = keys.filter(function (k) { return rows.some(function (row) { return k in row; }) || k !== 'detail'; });
+      function cell(key, row) {
+        var value = row[key];
+        if (value === null || value === undefined) return '—';
+        if (key === 'passed') return badge(value);
+        if (key === 'changePercent') return (value > 0 ? '+' : '') + fixed(value, 1) + '%';
+        if (key === 'limitPercent') return fixed(value, 1) + '%';
+        if ((key === 'baseline' || key === 'current') && isNum(value)) {
+          if (row.unit === 'bytes') return bytes(value);
+          if (row.unit === 'ms') return ms(value);
+          if (row.unit === 'count') return int(value);
+        }
+        if (isNum(value)) return fixed(value, Number.isInteger(value) ? 0 : 3);
+        return esc(typeof value === 'object' ? JSON.stringify(value) : value);
+      }
+      function shown(value) {
+        if (value === null || value === undefined) return '—';
+        if (typeof value === 'boolean') return badge(value);
+        return esc(typeof value === 'object' ? JSON.stringify(value) : value);
+      }
+      var known = { passed: 'Result', baseline: 'Baseline', baselineScenario: 'Baseline run',
+        tolerancePercent: 'Tolerance', timeTolerancePercent: 'Time tolerance', minimumBytes: 'Ignored growth' };
+      var pairs = Object.keys(known).filter(function (k) { return k in c || k === 'passed' || k === 'baseline'; })
+        .map(function (k) {
+          var v = c[k];
+          if (/Percent$/.test(k)) {
+            return [known[k], isNum(v) ? fixed(v, 1) + '%' : k === 'timeTolerancePercent' ? 'times not gated' : '—'];
+          }
+          if (k === 'minimumBytes' && isNum(v)) return [known[k], 'up to ' + bytes(v)];
+          return [known[k], shown(v)];
+        });
+      Object.keys(c).forEach(function (k) {
+        if (!(k in known) && k !== 'rows') pairs.push([k, shown(c[k])]);
+      });
+      var html = facts(pairs);
+      html += rows.length ? table(keys.map(function (key) {
+        return { title: titles[key] || key, num: ['baseline', 'current', 'changePercent', 'limitPercent'].indexOf(key) >= 0,
+          html: function (row) { return cell(key, row); } };
+      }), rows) : '<p class="muted">No metrics compared.</p>';
+      return html;
+    }
+    """#
+
+  /// Draws the sections in order, records the render time and runs the `#selftest` hook.
+  static let scriptMain = #"""
+    // ---- Drawing the page, timing it, and the #selftest hook. ----
+    section('summary', 'Run summary', summaryHTML);
+    section('comparison', 'Baseline comparison', comparisonHTML);
+    if (report.timeProfile && report.timeProfile.profile) {
+      treeState = new CallTreePanel(new ProfileModel(report.timeProfile.profile));
+    }
+    section('time-profile', 'Time Profiler', timeProfileHTML);
+    if (treeState && $('calltree')) {
+      try { treeState.attach(); } catch (error) { console.error('call tree: ' + (error && error.stack || error)); }
+    }
+    var treeDrawnAt = performance.now();
+    section('allocations', 'Allocations', allocationsHTML);
+    if (categoryTable && $('alloc-table')) {
+      try { categoryTable.attach(); } catch (error) { console.error('allocations: ' + (error && error.stack || error)); }
+    }
+    section('leaks', 'Leaks', leaksHTML);
+    var renderedAt = performance.now();
+    // What `make bench` and the tests read with --dump-dom: milliseconds since navigation start.
+    document.documentElement.setAttribute('data-parsed-ms', parsedAt.toFixed(1));
+    document.documentElement.setAttribute('data-tree-ms', treeDrawnAt.toFixed(1));
+    document.documentElement.setAttribute('data-rendered-ms', renderedAt.toFixed(1));
+    $('render-time').textContent = 'rendered in ' + Math.round(renderedAt) + ' ms';
+
+    if (location.hash === '#selftest') selfTest();
+
+    // Toggles each Call Tree option (and a few pairs), searches, sorts and filters, recording what
+    // the page shows, then writes it all, with every error seen, into #selftest-result as JSON.
+    function selfTest() {
+      var result = { problems: problems, sections: [], states: {}, renderedMs: renderedAt };
+      ['summary', 'comparison', 'time-profile', 'allocations', 'leaks'].forEach(function (id) {
+        if (!$(id).hidden) result.sections.push(id);
+      });
+      try {
+        if (treeState) {
+          var snapshot = function () {
+            return {
+              roots: treeState.roots.slice(0, 12).map(function (r) {
+                return { kind: r.kind, name: r.name, module: r.module, total: r.total, self: r.self,
+                  children: r.children().slice(0, 6).map(function (c) {
+                    return { name: c.name, module: c.module, total: c.total, self: c.self };
+                  }) };
+              }),
+              rowCount: document.querySelectorAll('#calltree .ct-row:not(.head)').length,
+              firstRows: Array.prototype.slice.call(document.querySelectorAll('#calltree .ct-row:not(.head) .sym'), 0, 8)
+                .map(function (n) { return n.textContent; }),
+              flameRects: Number($('flame').dataset.rects || 0),
+            };
+          };
+          var toggle = function (names) {
+            names.forEach(function (name) { $('opt-' + name).click(); });
+          };
+          result.states.none = snapshot();
+          var combos = OPTIONS.map(function (o) { return [o[0]]; }).concat([
+            ['invert', 'hideSystemLibraries'], ['topFunctions', 'hideSystemLibraries'],
+            ['separateByThread', 'invert'], ['flattenRecursion', 'hideSystemLibraries'],
+            ['topFunctions', 'invert'],
+          ]);
+          combos.forEach(function (names) {
+            toggle(names);
+            result.states[names.join('+')] = snapshot();
+            toggle(names);
+          });
+          // Expanding and collapsing the first row.
+          var first = document.querySelector('#calltree .ct-row:not(.head)');
+          var before = document.querySelectorAll('#calltree .ct-row').length;
+          first.click();
+          result.collapseChangesRows = document.querySelectorAll('#calltree .ct-row').length !== before;
+          first = document.querySelector('#calltree .ct-row:not(.head)');
+          first.click();
+          var search = $('ct-search'), word = treeState.roots.length ? treeState.roots[0].name.slice(0, 6) : 'x';
+          search.value = word;
+          search.dispatchEvent(new Event('input'));
+          result.search = { query: word, rows: document.querySelectorAll('#calltree .ct-row.match').length };
+          search.value = '';
+          search.dispatchEvent(new Event('input'));
+          var rect = document.querySelector('#flame g');
+          if (rect) {
+            rect.querySelector('rect').dispatchEvent(new MouseEvent('click', { bubbles: true }));
+            result.flameZoomed = !$('flame-reset').hidden;
+            $('flame-reset').click();
+          }
+        }
+        if (categoryTable) {
+          var names = function () {
+            return Array.prototype.slice.call(document.querySelectorAll('#alloc-categories tbody tr td:first-child'))
+              .map(function (n) { return n.textContent; });
+          };
+          result.allocations = { rows: names().length };
+          document.querySelector('#alloc-categories th[data-key="name"]').click();
+          result.allocations.sortedByName = names().slice(0, 5);
+          var filter = $('alloc-filter');
+          filter.value = 'malloc';
+          filter.dispatchEvent(new Event('input'));
+          result.allocations.filteredRows = names().length;
+        }
+        result.cycles = document.querySelectorAll('#leaks .cycle svg').length;
+      } catch (error) {
+        problems.push('self-test: ' + (error && error.stack || error));
+      }
+      var out = $('selftest-result');
+      out.hidden = false;
+      out.textContent = JSON.stringify(result);
+    }
+    """#
+}

@@ -1,0 +1,152 @@
+import Foundation
+import Mustache
+import PerfHarness
+
+/// The HTML report: one self-contained page per run (styles, script and the report's JSON
+/// inline, nothing fetched), readable offline in any browser.
+///
+/// The page draws everything from the embedded JSON: the run summary and checks, the call
+/// tree with Instruments' Call Tree options and a flame graph, the allocations tables,
+/// generations and live-heap chart, the leak cycles as graphs, and a baseline comparison when
+/// the JSON has a top-level `comparison` key. Opening it with the fragment `#selftest` makes
+/// the page exercise its own controls and write what it saw into `#selftest-result` (the
+/// browser tests read it with `chromium --headless --dump-dom`).
+public enum HTMLReport {
+  /// Renders `report` as a page.
+  public static func render(_ report: Report) throws -> String {
+    // JSONEncoder takes seconds for 100k deep stacks; the samples go in their own compact
+    // block instead, written directly (the page puts them back into the report).
+    var rest = report
+    let samples = report.timeProfile?.profile.samples ?? []
+    rest.timeProfile?.profile.samples = []
+    return try render(
+      reportJSON: ReportJSON.encode(rest, pretty: false), samples: samples.isEmpty ? nil : compactSamples(samples),
+      title: title(of: report))
+  }
+
+  /// Renders a report's JSON as it is, keys the Swift model does not know included (a
+  /// `comparison` section, say). `reportJSON` must be a JSON object; it is not validated here.
+  /// - Parameters:
+  ///   - reportJSON: the report, as `ReportJSON.encode` or `perfharness scenario` wrote it.
+  ///   - title: the page's title (the scenario and variant).
+  public static func render(reportJSON: Data, title: String) throws -> String {
+    try render(reportJSON: reportJSON, samples: nil, title: title)
+  }
+
+  private static func render(reportJSON: Data, samples: String?, title: String) throws -> String {
+    var context: [String: Any] = [
+      "title": title,
+      "generator": "perfharness \(PerfHarnessVersion.current)",
+      "styles": HTMLReport.styles,
+      "script": HTMLReport.script,
+      "data": scriptSafeJSON(reportJSON),
+    ]
+    if let samples { context["samples"] = samples }
+    return try template().render(context)
+  }
+
+  /// The profile's samples as a JSON array of `[thread, weight, [frame, ...]]` (root first),
+  /// the form the page reads from its `profile-samples` block. Only numbers: nothing to escape.
+  static func compactSamples(_ samples: [ProfileSample]) -> String {
+    var bytes: [UInt8] = []
+    bytes.reserveCapacity(samples.count * 64)
+    func append(_ value: Int) {
+      if value < 0 {
+        bytes.append(UInt8(ascii: "-"))
+        append(-value)
+        return
+      }
+      if value >= 10 { append(value / 10) }
+      bytes.append(UInt8(ascii: "0") + UInt8(value % 10))
+    }
+    bytes.append(UInt8(ascii: "["))
+    for (index, sample) in samples.enumerated() {
+      if index > 0 { bytes.append(UInt8(ascii: ",")) }
+      bytes.append(UInt8(ascii: "["))
+      append(sample.thread)
+      bytes.append(UInt8(ascii: ","))
+      if sample.weight.isFinite {
+        bytes.append(contentsOf: sample.weight.description.utf8)
+      } else {
+        bytes.append(UInt8(ascii: "0"))
+      }
+      bytes.append(contentsOf: Array(",[".utf8))
+      for (position, frame) in sample.stack.enumerated() {
+        if position > 0 { bytes.append(UInt8(ascii: ",")) }
+        append(frame)
+      }
+      bytes.append(contentsOf: Array("]]".utf8))
+    }
+    bytes.append(UInt8(ascii: "]"))
+    return String(decoding: bytes, as: UTF8.self)
+  }
+
+  /// The page title for `report`: `"<scenario> [<variant>]"`.
+  public static func title(of report: Report) -> String {
+    "\(report.scenario.name) [\(report.scenario.variant)]"
+  }
+
+  /// JSON that can sit inside `<script type="application/json">`: every `<` becomes the JSON
+  /// escape `\u003c`, so neither `</script>` nor `<!--` can end or alter the block. A `<` only
+  /// ever occurs inside a JSON string, where the escape means the same character.
+  static func scriptSafeJSON(_ json: Data) -> String {
+    var bytes: [UInt8] = []
+    bytes.reserveCapacity(json.count + json.count / 64)
+    let escape = Array(#"\u003c"#.utf8)
+    for byte in json {
+      if byte == UInt8(ascii: "<") {
+        bytes.append(contentsOf: escape)
+      } else {
+        bytes.append(byte)
+      }
+    }
+    return String(decoding: bytes, as: UTF8.self)
+  }
+
+  // Parsed once: the skeleton never changes while the process runs.
+  private static let parsedTemplate = Result { try MustacheTemplate(string: skeleton) }
+
+  private static func template() throws -> MustacheTemplate {
+    try parsedTemplate.get()
+  }
+
+  /// The page skeleton. Triple mustaches insert the styles, script and data unescaped: they
+  /// are ours, and the data is made script-safe above.
+  private static let skeleton = """
+    <!DOCTYPE html>
+    <html lang="en">
+    <head>
+    <meta charset="utf-8">
+    <meta name="viewport" content="width=device-width, initial-scale=1">
+    <meta name="generator" content="{{generator}}">
+    <title>{{title}} · perfharness</title>
+    <style>
+    {{{styles}}}
+    </style>
+    </head>
+    <body>
+    <header class="top">
+    <h1>{{title}}</h1>
+    <nav id="nav"></nav>
+    <span id="render-time" class="muted"></span>
+    </header>
+    <noscript><p class="error">This report draws its tables and charts with JavaScript; enable it to read \
+    the report (the raw data is in the page source and in report.json).</p></noscript>
+    <main>
+    <section id="summary"></section>
+    <section id="comparison" hidden></section>
+    <section id="time-profile" hidden></section>
+    <section id="allocations" hidden></section>
+    <section id="leaks" hidden></section>
+    </main>
+    <pre id="selftest-result" hidden></pre>
+    <script type="application/json" id="report-data">{{{data}}}</script>
+    {{#samples}}<script type="application/json" id="profile-samples">{{{samples}}}</script>{{/samples}}
+    <script>
+    {{{script}}}
+    </script>
+    </body>
+    </html>
+
+    """
+}

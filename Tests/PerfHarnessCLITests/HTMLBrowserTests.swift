@@ -1,0 +1,318 @@
+import Foundation
+import PerfHarness
+import PerfReports
+import Testing
+
+/// report.html in a real headless Chromium (Debian's `chromium`, installed by `make setup`):
+/// the page opens without errors, every Call Tree option changes the tree exactly as
+/// `CallTree` does in Swift, and a screenshot shows it.
+@Suite("HTML report in a browser")
+struct HTMLBrowserTests {
+  let perfharness = try! BuiltBinary("perfharness")
+  let fixtures = try! BuiltBinary("perfharness-fixtures")
+
+  @Test(
+    "report.html opens without errors, its call tree options agree with CallTree, and a screenshot shows it",
+    arguments: ["filtered-thumbnail-scrolling", "search-drill-downs", "closure-retain-cycles"])
+  func scenarioPage(scenario: String) throws {
+    let directory = try temporaryDirectory()
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let result = try perfharness.run([
+      "scenario", scenario, "--iterations", "1", "--instruments", "time,allocations,leaks", "--output", directory.path,
+    ])
+    #expect(result.status == 0, "\(result.standardError)")
+    let folder = directory.appendingPathComponent("\(scenario)/starter")
+    let page = folder.appendingPathComponent("report.html")
+    let report = try JSONDecoder().decode(
+      Report.self, from: Data(contentsOf: folder.appendingPathComponent("report.json")))
+
+    let selfTest = try Chromium.selfTest(page, workingIn: directory)
+    #expect(selfTest.problems.isEmpty, "\(selfTest.problems)")
+    #expect(Set(selfTest.sections).isSuperset(of: ["summary", "time-profile", "allocations", "leaks"]))
+    #expect(selfTest.renderedMs > 0)
+    #expect((HTMLReport.browserTiming(fromDOM: selfTest.dom)?.treeMilliseconds ?? 0) > 0)
+    #expect(selfTest.collapseChangesRows == true)
+    #expect(selfTest.flameZoomed == true)
+    #expect((selfTest.search?.rows ?? 0) > 0)
+    #expect((selfTest.allocations?.rows ?? 0) > 0)
+
+    let profile = try #require(report.timeProfile?.profile)
+    let none = try #require(selfTest.states["none"])
+    #expect(none.rowCount > 1 && none.flameRects > 1)
+    for (name, state) in selfTest.states {
+      let options = try CallTreeOptions(
+        parsing: name.split(separator: "+").map { String($0).kebabCased }.joined(separator: ","))
+      expectAgreement(state, CallTree(profile: profile, options: options), name)
+    }
+    // Each option alone changes what is drawn whenever it changes the tree: Flatten Recursion
+    // only does if the profile recursed.
+    let plain = CallTree(profile: profile, options: .init())
+    for option in CallTreeOptions.optionNames {
+      let state = try #require(selfTest.states[option.camelCased], "\(option)")
+      let tree = CallTree(profile: profile, options: try CallTreeOptions(parsing: option))
+      let swiftChanged = summary(of: tree) != summary(of: plain)
+      let pageChanged =
+        state.firstRows != none.firstRows || state.rowCount != none.rowCount
+        || state.flameRects != none.flameRects
+      #expect(pageChanged || !swiftChanged, "\(option) did not change the page's tree")
+      // The others always change the drawn roots or rows (a thread row on top, leaves first, no
+      // libc frames, one root per function).
+      if option != "flatten-recursion" {
+        #expect(
+          state.firstRows != none.firstRows || state.roots.map(\.name) != none.roots.map(\.name), "\(option)")
+      }
+    }
+    if let leaks = report.leaks { #expect(selfTest.cycles == leaks.cycles.count) }
+
+    let screenshot = directory.appendingPathComponent("report.png")
+    try Chromium.screenshot(page, to: screenshot, width: 1400, height: 1000, workingIn: directory)
+    let png = try Data(contentsOf: screenshot)
+    #expect(png.starts(with: [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]))
+    #expect(png.count > 16 && png[16..<24].elementsEqual([0, 0, 0x05, 0x78, 0, 0, 0x03, 0xE8]), "1400×1000")
+    // A blank page compresses to a few kilobytes; text, tables and the tree do not.
+    #expect(png.count > 40_000, "\(png.count) bytes")
+  }
+
+  @Test("report --html draws a baseline comparison from the comparison key, nulls included")
+  func comparisonSection() throws {
+    let directory = try temporaryDirectory()
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let run = try perfharness.run([
+      "scenario", "closure-retain-cycles", "--iterations", "1", "--instruments", "allocations", "--output",
+      directory.path,
+    ])
+    #expect(run.status == 0, "\(run.standardError)")
+    let json = directory.appendingPathComponent("closure-retain-cycles/starter/report.json")
+    var object = try #require(JSONSerialization.jsonObject(with: Data(contentsOf: json)) as? [String: Any])
+    // The shape BaselineComparison encodes (a model that reads the key must accept it), with
+    // the nulls it allows.
+    object["comparison"] = [
+      "baseline": "Reports/baseline/report.json", "baselineScenario": "closure-retain-cycles [fixed]",
+      "tolerancePercent": 10, "minimumBytes": 4096, "passed": false,
+      "rows": [
+        [
+          "metric": "allocations.totals.persistentBytes", "unit": "bytes", "baseline": 1000.0, "current": 2000.0,
+          "changePercent": 100.0, "limitPercent": 10, "passed": false, "detail": "grew by 1000 bytes",
+        ],
+        [
+          "metric": "leaks.leakedBytes", "unit": "bytes", "baseline": NSNull(), "current": 10,
+          "changePercent": NSNull(), "limitPercent": NSNull(), "passed": true,
+        ],
+      ],
+    ]
+    let withComparison = directory.appendingPathComponent("with-comparison.json")
+    try JSONSerialization.data(withJSONObject: object).write(to: withComparison)
+    let page = directory.appendingPathComponent("out.html")
+    let result = try perfharness.run(["report", withComparison.path, "--html", page.path])
+    #expect(result.status == 0, "\(result.standardError)")
+    let selfTest = try Chromium.selfTest(page, workingIn: directory)
+    #expect(selfTest.problems.isEmpty, "\(selfTest.problems)")
+    #expect(selfTest.sections.contains("comparison"))
+    #expect(selfTest.dom.contains("allocations.totals.persistentBytes"))
+    #expect(selfTest.dom.contains("+100.0%"))
+    // The unit formats the values rather than taking a column; unknown keys still show.
+    #expect(selfTest.dom.contains("1.95 KiB") && !selfTest.dom.contains(">unit</th>"))
+    #expect(selfTest.dom.contains("grew by 1000 bytes") && selfTest.dom.contains("closure-retain-cycles [fixed]"))
+  }
+
+  @Test("report --html into a folder that does not exist fails with exit 1 and names the path")
+  func unwritableOutput() throws {
+    let directory = try temporaryDirectory()
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let run = try perfharness.run([
+      "scenario", "closure-retain-cycles", "--iterations", "1", "--instruments", "allocations", "--output",
+      directory.path,
+    ])
+    #expect(run.status == 0, "\(run.standardError)")
+    let json = directory.appendingPathComponent("closure-retain-cycles/starter/report.json")
+    let target = directory.appendingPathComponent("missing/folder/out.html").path
+    let result = try perfharness.run(["report", json.path, "--html", target])
+    #expect(result.status == 1)
+    #expect(result.standardError.contains(target), "\(result.standardError)")
+  }
+
+  @Test("a crashed run's report.html shows the crash without errors")
+  func crashedPage() throws {
+    let directory = try temporaryDirectory()
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let result = try fixtures.run([
+      "scenario", "segfault", "--instruments", "time,allocations", "--output", directory.path,
+    ])
+    #expect(result.status == 3)
+    let page = directory.appendingPathComponent("segfault/starter/report.html")
+    let selfTest = try Chromium.selfTest(page, workingIn: directory)
+    #expect(selfTest.problems.isEmpty, "\(selfTest.problems)")
+    #expect(selfTest.dom.contains("SIGSEGV"))
+    #expect(selfTest.dom.contains(#"class="badge crashed""#))
+  }
+
+  private func summary(of tree: CallTree) -> [String] {
+    tree.roots.prefix(12).map { "\($0.name)|\($0.module)|\($0.totalWeight)" }
+  }
+
+  /// The page's roots (and their first children) against Swift's tree for the same options.
+  private func expectAgreement(_ state: SelfTest.State, _ tree: CallTree, _ name: String) {
+    func close(_ a: Double, _ b: Double) -> Bool { abs(a - b) <= 1e-6 * max(1, abs(a), abs(b)) }
+    let expected = Array(tree.roots.prefix(12))
+    #expect(state.roots.count == expected.count, "\(name): root count")
+    for (page, swift) in zip(state.roots, expected) {
+      #expect(page.name == swift.name && page.module == swift.module, "\(name): \(page.name) vs \(swift.name)")
+      #expect(close(page.total, swift.totalWeight) && close(page.selfWeight, swift.selfWeight), "\(name): \(page.name)")
+      let children = Array(swift.children.prefix(6))
+      #expect(page.children.count == children.count, "\(name): children of \(page.name)")
+      for (pageChild, swiftChild) in zip(page.children, children) {
+        #expect(
+          pageChild.name == swiftChild.name && close(pageChild.total, swiftChild.totalWeight)
+            && close(pageChild.selfWeight, swiftChild.selfWeight), "\(name): \(page.name) → \(pageChild.name)")
+      }
+    }
+  }
+}
+
+/// What the page's `#selftest` hook writes into `#selftest-result`.
+struct SelfTest: Decodable {
+  struct Row: Decodable {
+    var name: String
+    var module: String
+    var total: Double
+    var selfWeight: Double
+    private enum CodingKeys: String, CodingKey {
+      case name, module, total
+      case selfWeight = "self"
+    }
+  }
+  struct State: Decodable {
+    var roots: [RootRow]
+    var rowCount: Int
+    var firstRows: [String]
+    var flameRects: Int
+  }
+  struct RootRow: Decodable {
+    var kind: String
+    var name: String
+    var module: String
+    var total: Double
+    var selfWeight: Double
+    var children: [Row]
+    private enum CodingKeys: String, CodingKey {
+      case kind, name, module, total, children
+      case selfWeight = "self"
+    }
+  }
+  struct Search: Decodable { var rows: Int }
+  struct Allocations: Decodable { var rows: Int }
+
+  var problems: [String]
+  var sections: [String]
+  var states: [String: State]
+  var renderedMs: Double
+  var collapseChangesRows: Bool?
+  var flameZoomed: Bool?
+  var search: Search?
+  var allocations: Allocations?
+  var cycles: Int?
+  /// The whole DOM as Chromium printed it.
+  var dom = ""
+
+  private enum CodingKeys: String, CodingKey {
+    case problems, sections, states, renderedMs, collapseChangesRows, flameZoomed, search, allocations, cycles
+  }
+}
+
+/// Headless Chromium, each launch bounded by a timeout and with its own profile directory
+/// (tests run in parallel, and Chromium locks its profile).
+enum Chromium {
+  struct Failure: Error, CustomStringConvertible {
+    var description: String
+  }
+
+  static var executable: String {
+    get throws {
+      for candidate in ["/usr/bin/chromium", "/usr/bin/chromium-browser", "/usr/bin/google-chrome"]
+      where FileManager.default.isExecutableFile(atPath: candidate) {
+        return candidate
+      }
+      throw Failure(description: "no chromium found: run `make setup` (it installs Debian's chromium)")
+    }
+  }
+
+  /// Opens `page#selftest` and reads what the page recorded.
+  static func selfTest(_ page: URL, workingIn directory: URL) throws -> SelfTest {
+    let dom = try run(["--dump-dom", page.absoluteString + "#selftest"], workingIn: directory)
+    guard let start = dom.range(of: #"<pre id="selftest-result">"#),
+      let end = dom.range(of: "</pre>", range: start.upperBound..<dom.endIndex)
+    else {
+      throw Failure(
+        description:
+          "\(page.path): the page wrote no self-test result (did its script fail to parse?)\n\(dom.prefix(2000))")
+    }
+    let text = dom[start.upperBound..<end.lowerBound]
+      .replacingOccurrences(of: "&lt;", with: "<").replacingOccurrences(of: "&gt;", with: ">")
+      .replacingOccurrences(of: "&nbsp;", with: "\u{A0}").replacingOccurrences(of: "&amp;", with: "&")
+    var result = try JSONDecoder().decode(SelfTest.self, from: Data(text.utf8))
+    result.dom = dom
+    return result
+  }
+
+  static func screenshot(_ page: URL, to file: URL, width: Int, height: Int, workingIn directory: URL) throws {
+    _ = try run(
+      ["--hide-scrollbars", "--window-size=\(width),\(height)", "--screenshot=\(file.path)", page.absoluteString],
+      workingIn: directory)
+  }
+
+  /// Runs Chromium headless and returns its stdout; kills it after `timeout` seconds.
+  static func run(_ arguments: [String], workingIn directory: URL, timeout: Double = 120) throws -> String {
+    let profile = directory.appendingPathComponent("chromium-\(UUID().uuidString)")
+    defer { try? FileManager.default.removeItem(at: profile) }
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: try executable)
+    // Root needs --no-sandbox; no GPU in CI.
+    process.arguments =
+      ["--headless", "--no-sandbox", "--disable-gpu", "--user-data-dir=\(profile.path)"] + arguments
+    let output = Pipe()
+    process.standardOutput = output
+    process.standardError = FileHandle.nullDevice
+    let finished = DispatchSemaphore(value: 0)
+    process.terminationHandler = { _ in finished.signal() }
+    try process.run()
+    // Read while it runs: a DOM larger than the pipe's buffer would block Chromium otherwise.
+    let stdout = Output()
+    let reading = DispatchGroup()
+    reading.enter()
+    DispatchQueue.global().async {
+      stdout.data = output.fileHandleForReading.readDataToEndOfFile()
+      reading.leave()
+    }
+    if finished.wait(timeout: .now() + timeout) == .timedOut {
+      process.terminate()
+      if finished.wait(timeout: .now() + 5) == .timedOut { kill(process.processIdentifier, SIGKILL) }
+      throw Failure(description: "chromium did not finish within \(Int(timeout)) s: \(arguments)")
+    }
+    reading.wait()
+    guard process.terminationStatus == 0 else {
+      throw Failure(description: "chromium exited with \(process.terminationStatus): \(arguments)")
+    }
+    return String(decoding: stdout.data, as: UTF8.self)
+  }
+
+  private final class Output: @unchecked Sendable {
+    var data = Data()
+  }
+}
+
+extension String {
+  /// `hide-system-libraries` → `hideSystemLibraries`: the page names states by property.
+  fileprivate var camelCased: String {
+    let words = split(separator: "-")
+    return words.enumerated().map { $0 == 0 ? String($1) : $1.prefix(1).uppercased() + $1.dropFirst() }.joined()
+  }
+
+  /// `hideSystemLibraries` → `hide-system-libraries`, what `CallTreeOptions(parsing:)` reads.
+  fileprivate var kebabCased: String {
+    var out = ""
+    for character in self {
+      if character.isUppercase { out += "-" + character.lowercased() } else { out.append(character) }
+    }
+    return out
+  }
+}
