@@ -22,11 +22,13 @@ struct BaselineComparisonTests {
           transientCount: 4700, transientBytes: 8_900_000, peakLiveBytes: peak, liveBytesAtEnd: persistentBytes),
         categories: types.map { name, count in
           .init(
-            name: name, kind: "swiftClass", persistentCount: count, transientCount: 0, totalCount: count,
+            name: name, kind: "swiftClass", isApp: name.hasPrefix("App."), persistentCount: count, transientCount: 0,
+            totalCount: count,
             persistentBytes: count * 48, totalBytes: count * 48)
         } + [
           .init(
-            name: "Malloc 64 Bytes", kind: "malloc", persistentCount: 10, transientCount: 9, totalCount: 19,
+            name: "Malloc 64 Bytes", kind: "malloc", isApp: false, persistentCount: 10, transientCount: 9,
+            totalCount: 19,
             persistentBytes: 640, totalBytes: 1216)
         ],
         generations: [], timeline: [],
@@ -79,12 +81,14 @@ struct BaselineComparisonTests {
   @Test("a type that now persists fails by name; one that persists less does not")
   func persistentTypes() throws {
     let comparison = BaselineComparison.compare(
-      report(types: ["App.Screen": 3, "App.Model": 1]), with: report(types: ["App.Model": 4]),
+      report(types: ["App.Screen": 3, "App.Model": 1, "Foundation.NSLock": 2]), with: report(types: ["App.Model": 4]),
       baselinePath: "base.json")
     let screen = try row(comparison, "# Persistent App.Screen")
     #expect(!screen.passed)
     #expect(screen.baseline == 0 && screen.current == 3)
     #expect(try row(comparison, "# Persistent App.Model").passed)
+    let library = try row(comparison, "# Persistent Foundation.NSLock")
+    #expect(library.passed && library.limitPercent == nil, "library types are shown, not gated")
     #expect(!comparison.rows.contains { $0.metric.contains("Malloc") }, "size classes are not types")
     #expect(!comparison.passed)
   }

@@ -1,4 +1,5 @@
 import CPerfAlloc
+import Foundation
 
 #if canImport(Glibc)
   import Glibc
@@ -52,6 +53,9 @@ struct AllocationCategory: Hashable, Sendable {
 
   var name: String
   var kind: Kind
+  /// A class of the profiled program itself: its metadata lives in the executable's image
+  /// and its module is not the harness's. Library and runtime types are not.
+  var isApp = false
 
   static let overflow = AllocationCategory(name: "Malloc (uncategorized)", kind: .malloc)
 
@@ -76,10 +80,12 @@ struct AllocationCategory: Hashable, Sendable {
 /// and could belong to an object whose header was not written yet.
 struct SwiftMetadataNamer {
   private var readable: [(start: UInt, end: UInt)] = []
+  private var executableImage: [(start: UInt, end: UInt)] = []
   private var cache: [UInt: AllocationCategory] = [:]
 
   init() {
     readable = Self.readableRanges()
+    executableImage = Self.executableImageRanges()
   }
 
   mutating func category(forMetadata metadata: UInt) -> AllocationCategory {
@@ -122,7 +128,14 @@ struct SwiftMetadataNamer {
       let flags = UnsafeRawPointer(bitPattern: description)!.load(as: UInt32.self)
       guard flags & 0x1F == 16 else { return unknown }  // ContextDescriptorKind.class
       let type = unsafeBitCast(UnsafeRawPointer(bitPattern: metadata)!, to: Any.Type.self)
-      return AllocationCategory(name: Self.withoutAddresses(_typeName(type, qualified: true)), kind: .swiftClass)
+      let name = Self.withoutAddresses(_typeName(type, qualified: true))
+      // Generic instantiations are made at run time on the heap: only a class whose
+      // metadata the executable carries is known to be the program's own.
+      let module = String(name.prefix { $0 != "." && $0 != "<" })
+      let isApp =
+        executableImage.contains { $0.start <= metadata && metadata < $0.end }
+        && !ProfileBuilder.harnessModules.contains(module)
+      return AllocationCategory(name: name, kind: .swiftClass, isApp: isApp)
     case 0x400:
       return AllocationCategory(name: "closure context", kind: .closureContext)
     case 0x500:
@@ -150,6 +163,21 @@ struct SwiftMetadataNamer {
       rest = rest[range.upperBound...].drop { $0.isHexDigit }
     }
     return result + rest
+  }
+
+  /// The mappings of the running executable's file.
+  private static func executableImageRanges() -> [(start: UInt, end: UInt)] {
+    guard let executable = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"),
+      let maps = try? String(contentsOfFile: "/proc/self/maps", encoding: .utf8)
+    else { return [] }
+    return maps.split(separator: "\n").compactMap { line in
+      let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+      guard fields.count >= 6, fields[5...].joined(separator: " ") == executable else { return nil }
+      let bounds = fields[0].split(separator: "-")
+      guard bounds.count == 2, let start = UInt(bounds[0], radix: 16), let end = UInt(bounds[1], radix: 16)
+      else { return nil }
+      return (start, end)
+    }
   }
 
   private static func readableRanges() -> [(start: UInt, end: UInt)] {

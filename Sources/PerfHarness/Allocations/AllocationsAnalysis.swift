@@ -35,10 +35,11 @@ struct AllocationsAnalysis {
       tallies[key]!.transientBytes += freed.bytes
     }
     // Different metadata can name the same type (e.g. an unreadable header): merge by name.
-    var byName: [String: (kind: AllocationCategory.Kind, tally: Tally)] = [:]
+    var byName: [String: (kind: AllocationCategory.Kind, isApp: Bool, tally: Tally)] = [:]
     for (key, tally) in tallies {
       let category = recording.category(for: key)
-      var entry = byName[category.name] ?? (category.kind, Tally())
+      var entry = byName[category.name] ?? (category.kind, false, Tally())
+      entry.isApp = entry.isApp || category.isApp
       entry.tally.persistentCount += tally.persistentCount
       entry.tally.persistentBytes += tally.persistentBytes
       entry.tally.transientCount += tally.transientCount
@@ -47,7 +48,7 @@ struct AllocationsAnalysis {
     }
     let categories = byName.map { name, entry in
       AllocationsReport.Category(
-        name: name, kind: entry.kind.rawValue, persistentCount: entry.tally.persistentCount,
+        name: name, kind: entry.kind.rawValue, isApp: entry.isApp, persistentCount: entry.tally.persistentCount,
         transientCount: entry.tally.transientCount,
         totalCount: entry.tally.persistentCount + entry.tally.transientCount,
         persistentBytes: entry.tally.persistentBytes,

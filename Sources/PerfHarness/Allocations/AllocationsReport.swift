@@ -37,6 +37,9 @@ public struct AllocationsReport: Codable, Sendable, Equatable {
     public var name: String
     /// "swiftClass", "closureContext", "swiftBox", "unknownSwiftObject", "malloc".
     public var kind: String
+    /// A class of the profiled program itself (not of a library, the runtime or the
+    /// harness); nil in reports written before this key existed.
+    public var isApp: Bool?
     /// Allocated while recording and still live at its end.
     public var persistentCount: Int
     /// Allocated and freed while recording.
