@@ -698,6 +698,7 @@ void CPerfSampler_setUnwinder(int32_t unwinder) { atomic_store(&g_unwinder, unwi
 
 uint64_t CPerfSampler_fastSamples(void) { return g_hot.tables ? atomic_load(&g_fastSamples) : 0; }
 uint64_t CPerfSampler_unwinderMismatches(void) { return atomic_load(&g_mismatches); }
+int32_t CPerfSampler_activeUnwinder(void) { return atomic_load(&g_unwinderActive); }
 
 // MARK: - Signal handler
 
