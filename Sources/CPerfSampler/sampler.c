@@ -359,6 +359,7 @@ static StackSlot *stack_slot(int32_t tid) {
 }
 
 #define STACK_PREFETCH_BYTES 4096
+#define STACK_PREFETCH_NEAR_BYTES 1024
 
 // Where a walk stopped at a PC without a rule (the handler defers such samples).
 typedef struct WalkMiss {
@@ -575,15 +576,18 @@ static int fast_unwind(const ucontext_t *uc, int32_t tid, uint64_t *out, int max
   // The walk is a chain of dependent loads (rule -> CFA -> return address -> next
   // rule), each usually a cache miss after 4 ms of the profiled code: prefetch the
   // stack lines the walk is likely to read so those misses overlap instead.
-  uint64_t end = sp + STACK_PREFETCH_BYTES;
+  TracePair *pair = trace_pair(slot);
+  uint64_t end = sp + (pair ? STACK_PREFETCH_NEAR_BYTES : STACK_PREFETCH_BYTES);
   if (end > high) end = high;
   for (uint64_t line = sp & ~(uint64_t)63; line < end; line += 64) __builtin_prefetch((const void *)(uintptr_t)line);
-  TracePair *pair = trace_pair(slot);
   if (!pair) return walk(uc, ip, sp, bp, true, high, 0, out, 0, max, miss, NULL);
   Replay replay = {.previous = &pair->traces[pair->current], .next = &pair->traces[pair->current ^ 1]};
-  const uint8_t *frames = (const uint8_t *)replay.previous->frames;
-  for (int32_t line = 0; line < replay.previous->count * (int32_t)sizeof(TraceFrame); line += 64)
-    __builtin_prefetch(frames + line);
+  // With a last walk, the words a reuse checks are known: the return address slots it
+  // recorded (the frames near sp are walked anyway, and prefetched above).
+  for (int32_t i = 1; i < replay.previous->count; i++) {
+    uint64_t slotAddress = replay.previous->frames[i].sp - 8;
+    if (slotAddress >= end) __builtin_prefetch((const void *)(uintptr_t)slotAddress);
+  }
   // The frames just above the leaf are usually walked before the last walk is met
   // again: their rules are likely the same as last time.
   for (int32_t i = 1; i < 4 && i < replay.previous->count; i++) {
