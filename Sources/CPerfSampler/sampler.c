@@ -366,6 +366,7 @@ typedef struct WalkMiss {
   int n;  // frames already in out
   uint64_t ip, sp, bp, high;
   bool leaf;
+  uint64_t low;  // the stack mapping's low end (set by fast_unwind)
 } WalkMiss;
 
 // MARK: - Last walk per thread
@@ -462,10 +463,11 @@ static int walk(const ucontext_t *uc, uint64_t ip, uint64_t sp, uint64_t bp, boo
     uint64_t key = (ip << 1) | (leaf ? 1 : 0);
     uint32_t rule = ip < RULE_MAX_PC ? rule_lookup(key) : 0;
     if (!rule) {
-      // The interrupted frame itself (leaf) is learned here: its rule can depend on the
-      // exact interrupted state (signal frame, prologue, every register), which only
-      // the handler has. Return addresses are deferred.
-      if (miss && !leaf) {
+      // Deferred, the interrupted frame too: its registers travel with the stack copy
+      // (translated where they point into it), and the copy starts below sp, with the
+      // red zone, where CFI can place a register just popped (at a `ret` after
+      // `pop %rbp`, rbp is still described as saved at CFA - 16 = sp - 8).
+      if (miss) {
         *miss = (WalkMiss){.n = n, .ip = ip, .sp = sp, .bp = bp, .high = high, .leaf = leaf};
         return -2;
       }
@@ -580,7 +582,11 @@ static int fast_unwind(const ucontext_t *uc, int32_t tid, uint64_t *out, int max
   uint64_t end = sp + (pair ? STACK_PREFETCH_NEAR_BYTES : STACK_PREFETCH_BYTES);
   if (end > high) end = high;
   for (uint64_t line = sp & ~(uint64_t)63; line < end; line += 64) __builtin_prefetch((const void *)(uintptr_t)line);
-  if (!pair) return walk(uc, ip, sp, bp, true, high, 0, out, 0, max, miss, NULL);
+  if (!pair) {
+    int n = walk(uc, ip, sp, bp, true, high, 0, out, 0, max, miss, NULL);
+    if (n == -2) miss->low = low;
+    return n;
+  }
   Replay replay = {.previous = &pair->traces[pair->current], .next = &pair->traces[pair->current ^ 1]};
   // With a last walk, the words a reuse checks are known: the return address slots it
   // recorded (the frames near sp are walked anyway, and prefetched above).
@@ -596,20 +602,24 @@ static int fast_unwind(const ucontext_t *uc, int32_t tid, uint64_t *out, int max
   }
   int n = walk(uc, ip, sp, bp, true, high, 0, out, 0, max, miss, &replay);
   if (n > 0 && replay.next->count > 0) pair->current ^= 1;
+  if (n == -2) miss->low = low;
   return n;
 }
 
 // MARK: - Deferred samples
 //
 // Learning a rule costs 15-30 µs in the handler (a libunwind step with cold caches). When
-// the walk meets a PC without a rule, the handler instead copies the rest of the stack
-// ([sp, high), if small enough) with the frames found so far into the defer buffer and
-// returns; the discovery thread (every 2 ms) and stop() finish the walk on the copy,
+// the walk meets a PC without a rule (the interrupted PC or a return address), the
+// handler instead copies the rest of the stack ([sp - red zone, high), if small enough)
+// and the interrupted registers with the frames found so far into the defer buffer and
+// returns; the discovery thread (2-16 ms) and stop() finish the walk on the copy,
 // learning the missing rules there with libunwind on a synthetic context, and append
 // the finished sample to the arena (so records are not in timestamp order). The buffer
 // is filled once per session; when it is full the handler learns in place as before.
 #define DEFER_BYTES ((uint64_t)16 << 20)
 #define DEFER_MAX_COPY ((uint64_t)64 << 10)
+// x86-64's red zone: below sp, left alone by signal delivery.
+#define RED_ZONE_BYTES 128u
 typedef struct DeferEntry {
   _Atomic uint32_t ready;  // 1: written; 2: abandoned (skip)
   uint32_t bytes;          // whole entry, 8-byte multiple
@@ -620,7 +630,8 @@ typedef struct DeferEntry {
   uint32_t prefixCount;    // frames before the miss
   uint32_t checkCount;     // verify mode: libunwind's frames
   uint32_t leaf;
-  uint64_t ip, sp, bp, high;  // at the miss; the copy holds [sp, high)
+  uint64_t ip, sp, bp, high;  // at the miss; the copy holds [sp - below, high)
+  uint64_t below;             // red zone bytes copied below sp
   greg_t gregs[NGREG];        // the interrupted registers: libunwind learns from these,
                               // as it would have in the handler
   // then: prefix[prefixCount], check[checkCount], copy[high - sp]
@@ -783,7 +794,8 @@ static bool append_record(int32_t tid, uint32_t weight, uint64_t timestampNs, ui
 static bool defer_sample(const ucontext_t *uc, const WalkMiss *miss, const uint64_t *prefix, const uint64_t *check, int checkCount,
                          int32_t tid, uint32_t weight, uint64_t entryNs) {
   if (!g_defer || miss->high - miss->sp > DEFER_MAX_COPY) return false;
-  uint64_t copyBytes = miss->high - miss->sp;
+  uint64_t below = miss->sp - miss->low >= RED_ZONE_BYTES ? RED_ZONE_BYTES : 0;
+  uint64_t copyBytes = miss->high - miss->sp + below;
   uint64_t bytes = sizeof(DeferEntry) + (uint64_t)(miss->n + checkCount) * 8 + ((copyBytes + 7) & ~7ull);
   if (atomic_load_explicit(&g_deferUsed, memory_order_relaxed) + bytes > DEFER_BYTES) return false;
   uint64_t offset = atomic_fetch_add_explicit(&g_deferUsed, bytes, memory_order_relaxed);
@@ -808,11 +820,12 @@ static bool defer_sample(const ucontext_t *uc, const WalkMiss *miss, const uint6
   e->sp = miss->sp;
   e->bp = miss->bp;
   e->high = miss->high;
+  e->below = below;
   memcpy(e->gregs, uc->uc_mcontext.gregs, sizeof(e->gregs));
   uint64_t *tail = (uint64_t *)(e + 1);
   memcpy(tail, prefix, (size_t)miss->n * 8);
   if (checkCount) memcpy(tail + miss->n, check, (size_t)checkCount * 8);
-  memcpy(tail + miss->n + checkCount, (const void *)(uintptr_t)miss->sp, (size_t)copyBytes);
+  memcpy(tail + miss->n + checkCount, (const void *)(uintptr_t)(miss->sp - below), (size_t)copyBytes);
   e->handlerNs = (uint32_t)(now_ns() - entryNs);
   atomic_store_explicit(&e->ready, 1, memory_order_release);
   return true;
@@ -839,9 +852,20 @@ static bool drain_deferred(void) {
       return true;
     }
     const uint64_t *tail = (const uint64_t *)(e + 1);
-    const uint8_t *copy = (const uint8_t *)(tail + e->prefixCount + e->checkCount);
+    const uint8_t *copy = (const uint8_t *)(tail + e->prefixCount + e->checkCount) + e->below;  // at sp
     memcpy(frames, tail, (size_t)e->prefixCount * 8);
     memcpy(((ucontext_t *)&synthetic)->uc_mcontext.gregs, e->gregs, sizeof(e->gregs));
+    // General registers that pointed into the copied stack point into the copy, so a
+    // rule that reads through one (a realigned frame's CFA, say) reads what the handler
+    // would have read. RIP, RSP and RBP are set per step.
+    static const int general[] = {REG_R8,  REG_R9,  REG_R10, REG_R11, REG_R12, REG_R13, REG_R14,
+                                  REG_R15, REG_RDI, REG_RSI, REG_RBX, REG_RDX, REG_RAX, REG_RCX};
+    uint64_t copyDelta = (uint64_t)(uintptr_t)copy - e->sp;
+    for (size_t r = 0; r < sizeof(general) / sizeof(general[0]); r++) {
+      uint64_t value = (uint64_t)((ucontext_t *)&synthetic)->uc_mcontext.gregs[general[r]];
+      if (value >= e->sp - e->below && value < e->high)
+        ((ucontext_t *)&synthetic)->uc_mcontext.gregs[general[r]] = (greg_t)(value + copyDelta);
+    }
     int n = walk((const ucontext_t *)&synthetic, e->ip, e->sp, e->bp, e->leaf, e->high,
                  (int64_t)((uint64_t)(uintptr_t)copy - e->sp), frames, (int)e->prefixCount, maxDepth, NULL, NULL);
     if (n < 0) {
