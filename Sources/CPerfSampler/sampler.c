@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -44,6 +45,7 @@ _Static_assert(sizeof(void *) == sizeof(uint64_t), "frames are stored as 64-bit 
 #define COOKIE_GENERATION_MASK 0x00FFFFFFu
 
 #define DISCOVERY_INTERVAL_NS 2000000L
+#define DISCOVERY_MAX_INTERVAL_NS 16000000L
 
 // MARK: - State shared with the signal handler
 
@@ -61,7 +63,7 @@ static struct {
   _Atomic uint64_t capacity;
   _Atomic uint64_t used;
   _Atomic uint64_t signals;
-  _Atomic uint64_t fastSamples;
+  struct Tables *tables;
   _Atomic int32_t unwinderActive;
 } g_hot __attribute__((aligned(64)));
 _Static_assert(sizeof(g_hot) <= 64, "handler state fits one cache line");
@@ -73,7 +75,7 @@ _Static_assert(sizeof(g_hot) <= 64, "handler state fits one cache line");
 #define g_maxDepth g_hot.maxDepth
 #define g_used g_hot.used
 #define g_signals g_hot.signals
-#define g_fastSamples g_hot.fastSamples
+#define g_fastSamples g_hot.tables->fastSamples
 #define g_unwinderActive g_hot.unwinderActive
 static _Atomic uint64_t g_lost;
 static _Atomic uint64_t g_fallbacks;
@@ -178,11 +180,12 @@ static _Atomic uint64_t g_mismatches;
 #define STACK_PROBES 16
 typedef struct StackSlot {
   _Atomic int32_t tid;
+  _Atomic int32_t tracePair;  // 1 + index into g_tracePairs, 0: none yet
   _Atomic uint64_t lastRsp;  // set by the handler while the bounds are unknown or stale
   _Atomic uint64_t low;      // [low, high): the stack mapping, published by discovery
   _Atomic uint64_t high;     // 0 = unknown (written last, read first)
 } StackSlot;
-static StackSlot g_stacks[STACK_SLOTS];
+#define g_stacks (g_hot.tables->stacks)
 
 enum { RULE_FP = 1, RULE_SP = 2, RULE_END = 3 };
 // A PC whose frame libunwind steps but no rule shape fits: such samples use libunwind
@@ -204,8 +207,41 @@ enum { RULE_FP = 1, RULE_SP = 2, RULE_END = 3 };
 #define RULE_SETS (1u << RULE_SET_BITS)
 #define RULE_WAYS 8
 #define RULE_MAX_PC (1ull << 47)
-static _Atomic uint64_t g_rules[RULE_SETS * RULE_WAYS] __attribute__((aligned(64)));
+#define g_rules (g_hot.tables->rules)
 
+#define TRACE_FRAMES 256
+enum { TRACE_END_RULE = 1, TRACE_END_ZERO = 2, TRACE_END_DEPTH = 3 };
+typedef struct TraceFrame {
+  uint64_t ip, sp, bp;
+  uint64_t bpAddr;  // where the next frame's bp was read; 0: bp kept
+} TraceFrame;
+typedef struct Trace {
+  uint64_t high;     // the stack bounds the walk ran in
+  int32_t count;     // frames; 0: none (or the walk did not finish)
+  int32_t end;       // TRACE_END_*: why the walk stopped after the last frame
+  uint64_t endAddr;  // TRACE_END_ZERO: the stack word that read 0
+  TraceFrame frames[TRACE_FRAMES];
+} Trace;
+// Only the owning thread's handler touches its pair (a handler is never nested on one
+// thread: SIGPROF is blocked while it runs).
+typedef struct TracePair {
+  int32_t current;  // traces[current] holds the last walk
+  int32_t unused;
+  uint64_t pad[7];
+  Trace traces[2];
+} TracePair;
+#define TRACE_PAIRS 512
+
+// Everything the fast path reads besides the stack, in one mapping backed by huge pages
+// where the kernel allows: in a VM each 4 KB page a sample touches for the first time in
+// a while is a TLB miss with a two-level page walk, which costs more than the cache miss.
+typedef struct Tables {
+  _Atomic uint64_t rules[RULE_SETS * RULE_WAYS];
+  StackSlot stacks[STACK_SLOTS];
+  _Atomic uint64_t fastSamples;
+  uint64_t pad[7];
+  TracePair pairs[TRACE_PAIRS];
+} Tables;
 static inline uint32_t rule_set(uint64_t key) {
   uint64_t tag = key >> RULE_SET_BITS;
   return (uint32_t)((key ^ tag ^ (tag >> RULE_SET_BITS) ^ (tag >> (2 * RULE_SET_BITS))) & (RULE_SETS - 1));
@@ -304,6 +340,10 @@ static bool libunwind_step(const ucontext_t *uc, uint64_t ip, uint64_t sp, uint6
   return true;
 }
 
+// Set by a handler that met a thread without known stack bounds: the discovery thread
+// reads /proc/self/maps only then.
+static _Atomic int32_t g_boundsWanted;
+
 static StackSlot *stack_slot(int32_t tid) {
   uint32_t h = (uint32_t)tid * 2654435761u;
   for (int p = 0; p < STACK_PROBES; p++) {
@@ -319,30 +359,115 @@ static StackSlot *stack_slot(int32_t tid) {
 }
 
 #define STACK_PREFETCH_BYTES 4096
+#define STACK_PREFETCH_NEAR_BYTES 1024
 
 // Where a walk stopped at a PC without a rule (the handler defers such samples).
 typedef struct WalkMiss {
   int n;  // frames already in out
   uint64_t ip, sp, bp, high;
   bool leaf;
+  uint64_t low;  // the stack mapping's low end (set by fast_unwind)
 } WalkMiss;
+
+// MARK: - Last walk per thread
+//
+// After a few milliseconds of the profiled code the rule table is out of the cache, and
+// a walk is a chain of dependent misses (rule -> CFA -> return address -> next rule):
+// about 100-200 ns per frame. Consecutive samples of a thread mostly share their outer
+// frames, so each thread keeps its last walk: the state (ip, sp, bp) of every frame and
+// where the next frame's bp was read. When a new walk reaches a state of the last one,
+// the rest of that walk is reused if the stack still holds the same return addresses
+// and saved bp values at the same places: those are exactly the words the walk would
+// read from there on, and rules are a function of the state, so the reused frames are
+// the ones the walk would find. The checks are independent loads, which overlap.
+static _Atomic int32_t g_tracePairsUsed;
+
+#define g_tracePairs (g_hot.tables->pairs)
+#define HUGE_PAGE_BYTES ((size_t)2 << 20)
+static size_t g_tablesPopulated;  // bytes of Tables faulted in (start/discovery only)
+
+// What walk reuses from and records into (live stack only).
+typedef struct Replay {
+  const Trace *previous;  // NULL: nothing to reuse
+  Trace *next;            // NULL: record nothing
+} Replay;
 
 // Walks from (ip, sp, bp) with rules, appending to out[n..max). The stack is read at
 // address + delta (delta = 0: the live stack; else a copy of [sp, high)); high bounds
 // every read. On a PC without a rule: with miss, stops there and returns -2; without,
 // learns the rule with libunwind on uc (registers replaced by the frame's, translated).
-// -1: the stack does not fit the rules (use libunwind).
+// -1: the stack does not fit the rules (use libunwind). With replay (live stack, from
+// the interrupted frame), reuses the thread's last walk where it still holds and
+// records this one.
 static int walk(const ucontext_t *uc, uint64_t ip, uint64_t sp, uint64_t bp, bool leaf, uint64_t high,
-                int64_t delta, uint64_t *out, int n, int max, WalkMiss *miss) {
+                int64_t delta, uint64_t *out, int n, int max, WalkMiss *miss, Replay *replay) {
 #define STACK_WORD(address) (*(const uint64_t *)(uintptr_t)((address) + (uint64_t)delta))
+  const Trace *previous = replay ? replay->previous : NULL;
+  Trace *next = replay ? replay->next : NULL;
+  if (previous && (previous->high != high || previous->count <= 0)) previous = NULL;
+  int cursor = 0;  // in previous: the first frame whose sp may still be >= sp
+  int recorded = 0;
+  if (next) next->count = 0;
   while (n < max) {
+    if (previous) {
+      while (cursor < previous->count && previous->frames[cursor].sp < sp) cursor++;
+      const TraceFrame *same = cursor < previous->count ? &previous->frames[cursor] : NULL;
+      if (same && same->sp == sp && same->ip == ip && same->bp == bp && (cursor == 0) == leaf) {
+        // Replay: frame i is the walk's; frame i + 1 is too if the words the step from
+        // i reads still hold what they held.
+        int i = cursor;
+        for (;;) {
+          const TraceFrame *f = &previous->frames[i];
+          out[n++] = f->ip;
+          if (next && recorded < TRACE_FRAMES) next->frames[recorded] = *f;
+          recorded++;
+          if (n == max) {
+            if (next) {
+              next->end = TRACE_END_DEPTH;
+              next->count = recorded <= TRACE_FRAMES ? recorded : 0;
+              next->high = high;
+            }
+            return n;
+          }
+          if (i == previous->count - 1) {
+            bool holds = previous->end == TRACE_END_RULE ||
+                         (previous->end == TRACE_END_ZERO && STACK_WORD(previous->endAddr) == 0);
+            if (holds) {
+              if (next) {
+                next->end = previous->end;
+                next->endAddr = previous->endAddr;
+                next->count = recorded <= TRACE_FRAMES ? recorded : 0;
+                next->high = high;
+              }
+              return n;
+            }
+          } else {
+            const TraceFrame *g = f + 1;
+            if (STACK_WORD(g->sp - 8) == g->ip && (f->bpAddr ? STACK_WORD(f->bpAddr) == g->bp : f->bp == g->bp)) {
+              i++;
+              continue;
+            }
+          }
+          // The stack changed after frame i: walk on from it as usual, without reuse.
+          n--;
+          recorded--;
+          ip = f->ip;
+          sp = f->sp;
+          bp = f->bp;
+          leaf = i == 0;
+          previous = NULL;
+          break;
+        }
+      }
+    }
     uint64_t key = (ip << 1) | (leaf ? 1 : 0);
     uint32_t rule = ip < RULE_MAX_PC ? rule_lookup(key) : 0;
     if (!rule) {
-      // The interrupted frame itself (leaf) is learned here: its rule can depend on the
-      // exact interrupted state (signal frame, prologue, every register), which only
-      // the handler has. Return addresses are deferred.
-      if (miss && !leaf) {
+      // Deferred, the interrupted frame too: its registers travel with the stack copy
+      // (translated where they point into it), and the copy starts below sp, with the
+      // red zone, where CFI can place a register just popped (at a `ret` after
+      // `pop %rbp`, rbp is still described as saved at CFA - 16 = sp - 8).
+      if (miss) {
         *miss = (WalkMiss){.n = n, .ip = ip, .sp = sp, .bp = bp, .high = high, .leaf = leaf};
         return -2;
       }
@@ -350,8 +475,14 @@ static int walk(const ucontext_t *uc, uint64_t ip, uint64_t sp, uint64_t bp, boo
       if (ip < RULE_MAX_PC) rule_insert(key, rule ? rule : RULE_NONE);
     }
     out[n++] = ip;
+    TraceFrame *record = next && recorded < TRACE_FRAMES ? &next->frames[recorded] : NULL;
+    recorded++;
+    if (record) *record = (TraceFrame){.ip = ip, .sp = sp, .bp = bp, .bpAddr = 0};
     uint32_t type = rule & 3;
-    if (type == RULE_END) break;
+    if (type == RULE_END) {
+      if (next) next->end = TRACE_END_RULE;
+      break;
+    }
     uint64_t cfa = 0, nbp = 0;
     bool fits = type != 0;  // 0: no rule (RULE_NONE)
     if (fits && type == RULE_FP) {
@@ -359,12 +490,14 @@ static int walk(const ucontext_t *uc, uint64_t ip, uint64_t sp, uint64_t bp, boo
       if (fits) {
         cfa = bp + 16;
         nbp = STACK_WORD(bp);
+        if (record) record->bpAddr = bp;
       }
     } else if (fits) {
       uint64_t k = (rule >> 2) & RULE_FIELD_MASK, j = (rule >> (2 + RULE_FIELD_BITS)) & RULE_FIELD_MASK;
       cfa = sp + 8 * k;
       fits = cfa <= high;
       if (fits) nbp = j ? STACK_WORD(sp + 8 * (j - 1)) : bp;
+      if (record && j) record->bpAddr = sp + 8 * (j - 1);
     }
     if (fits && cfa <= sp) fits = false;
     if (!fits) {
@@ -385,17 +518,44 @@ static int walk(const ucontext_t *uc, uint64_t ip, uint64_t sp, uint64_t bp, boo
       continue;
     }
     uint64_t nip = STACK_WORD(cfa - 8);
-    if (nip == 0) break;
+    if (nip == 0) {
+      if (next) {
+        next->end = TRACE_END_ZERO;
+        next->endAddr = cfa - 8;
+      }
+      break;
+    }
     ip = nip;
     sp = cfa;
     bp = nbp;
     leaf = false;
   }
 #undef STACK_WORD
+  if (next) {
+    if (n == max) next->end = TRACE_END_DEPTH;
+    next->count = recorded <= TRACE_FRAMES ? recorded : 0;
+    next->high = high;
+  }
   return n;
 }
 
-#define STACK_PREFETCH_BYTES 4096
+// The calling thread's pair of walks, claimed on its first sample with known bounds;
+// NULL when every pair is taken (then walks are not reused).
+static TracePair *trace_pair(StackSlot *slot) {
+  int32_t index = atomic_load_explicit(&slot->tracePair, memory_order_relaxed);
+  if (index > 0) return &g_tracePairs[index - 1];
+  if (index < 0) return NULL;
+  int32_t claimed = atomic_fetch_add_explicit(&g_tracePairsUsed, 1, memory_order_relaxed);
+  if (claimed >= TRACE_PAIRS) {
+    atomic_store_explicit(&slot->tracePair, -1, memory_order_relaxed);
+    return NULL;
+  }
+  TracePair *pair = &g_tracePairs[claimed];
+  pair->current = 0;
+  pair->traces[0].count = 0;
+  atomic_store_explicit(&slot->tracePair, claimed + 1, memory_order_relaxed);
+  return pair;
+}
 
 // Fills out[0..] (leaf first) from the interrupted context; -1 means "use libunwind",
 // -2 (only with miss) a PC without a rule, described in *miss.
@@ -403,34 +563,63 @@ static int fast_unwind(const ucontext_t *uc, int32_t tid, uint64_t *out, int max
   uint64_t ip = (uint64_t)uc->uc_mcontext.gregs[REG_RIP];
   uint64_t sp = (uint64_t)uc->uc_mcontext.gregs[REG_RSP];
   uint64_t bp = (uint64_t)uc->uc_mcontext.gregs[REG_RBP];
+  // The rule lookups below are misses that depend on each other: start the first ones
+  // now, so they overlap with the stack slot lookup.
+  if (ip < RULE_MAX_PC) __builtin_prefetch(&g_rules[rule_set((ip << 1) | 1) * RULE_WAYS]);
   StackSlot *slot = stack_slot(tid);
   if (!slot) return -1;
   uint64_t high = atomic_load_explicit(&slot->high, memory_order_acquire);
   uint64_t low = atomic_load_explicit(&slot->low, memory_order_relaxed);
   if (high == 0 || sp < low || sp >= high) {
     atomic_store_explicit(&slot->lastRsp, sp, memory_order_relaxed);
+    atomic_store_explicit(&g_boundsWanted, 1, memory_order_relaxed);
     return -1;
   }
   // The walk is a chain of dependent loads (rule -> CFA -> return address -> next
   // rule), each usually a cache miss after 4 ms of the profiled code: prefetch the
   // stack lines the walk is likely to read so those misses overlap instead.
-  uint64_t end = sp + STACK_PREFETCH_BYTES;
+  TracePair *pair = trace_pair(slot);
+  uint64_t end = sp + (pair ? STACK_PREFETCH_NEAR_BYTES : STACK_PREFETCH_BYTES);
   if (end > high) end = high;
   for (uint64_t line = sp & ~(uint64_t)63; line < end; line += 64) __builtin_prefetch((const void *)(uintptr_t)line);
-  return walk(uc, ip, sp, bp, true, high, 0, out, 0, max, miss);
+  if (!pair) {
+    int n = walk(uc, ip, sp, bp, true, high, 0, out, 0, max, miss, NULL);
+    if (n == -2) miss->low = low;
+    return n;
+  }
+  Replay replay = {.previous = &pair->traces[pair->current], .next = &pair->traces[pair->current ^ 1]};
+  // With a last walk, the words a reuse checks are known: the return address slots it
+  // recorded (the frames near sp are walked anyway, and prefetched above).
+  for (int32_t i = 1; i < replay.previous->count; i++) {
+    uint64_t slotAddress = replay.previous->frames[i].sp - 8;
+    if (slotAddress >= end) __builtin_prefetch((const void *)(uintptr_t)slotAddress);
+  }
+  // The frames just above the leaf are usually walked before the last walk is met
+  // again: their rules are likely the same as last time.
+  for (int32_t i = 1; i < 4 && i < replay.previous->count; i++) {
+    uint64_t caller = replay.previous->frames[i].ip;
+    if (caller < RULE_MAX_PC) __builtin_prefetch(&g_rules[rule_set(caller << 1) * RULE_WAYS]);
+  }
+  int n = walk(uc, ip, sp, bp, true, high, 0, out, 0, max, miss, &replay);
+  if (n > 0 && replay.next->count > 0) pair->current ^= 1;
+  if (n == -2) miss->low = low;
+  return n;
 }
 
 // MARK: - Deferred samples
 //
 // Learning a rule costs 15-30 µs in the handler (a libunwind step with cold caches). When
-// the walk meets a PC without a rule, the handler instead copies the rest of the stack
-// ([sp, high), if small enough) with the frames found so far into the defer buffer and
-// returns; the discovery thread (every 2 ms) and stop() finish the walk on the copy,
+// the walk meets a PC without a rule (the interrupted PC or a return address), the
+// handler instead copies the rest of the stack ([sp - red zone, high), if small enough)
+// and the interrupted registers with the frames found so far into the defer buffer and
+// returns; the discovery thread (2-16 ms) and stop() finish the walk on the copy,
 // learning the missing rules there with libunwind on a synthetic context, and append
 // the finished sample to the arena (so records are not in timestamp order). The buffer
 // is filled once per session; when it is full the handler learns in place as before.
 #define DEFER_BYTES ((uint64_t)16 << 20)
 #define DEFER_MAX_COPY ((uint64_t)64 << 10)
+// x86-64's red zone: below sp, left alone by signal delivery.
+#define RED_ZONE_BYTES 128u
 typedef struct DeferEntry {
   _Atomic uint32_t ready;  // 1: written; 2: abandoned (skip)
   uint32_t bytes;          // whole entry, 8-byte multiple
@@ -441,7 +630,8 @@ typedef struct DeferEntry {
   uint32_t prefixCount;    // frames before the miss
   uint32_t checkCount;     // verify mode: libunwind's frames
   uint32_t leaf;
-  uint64_t ip, sp, bp, high;  // at the miss; the copy holds [sp, high)
+  uint64_t ip, sp, bp, high;  // at the miss; the copy holds [sp - below, high)
+  uint64_t below;             // red zone bytes copied below sp
   greg_t gregs[NGREG];        // the interrupted registers: libunwind learns from these,
                               // as it would have in the handler
   // then: prefix[prefixCount], check[checkCount], copy[high - sp]
@@ -451,6 +641,7 @@ static _Atomic uint64_t g_deferUsed;
 static uint64_t g_deferDone;     // consumer position (discovery thread, then stop)
 // Discovery thread: finds the stack mapping of every thread whose handler asked for it.
 static void resolve_stacks(void) {
+  if (!atomic_exchange(&g_boundsWanted, 0)) return;
   bool needed = false;
   for (int i = 0; i < STACK_SLOTS && !needed; i++) {
     StackSlot *slot = &g_stacks[i];
@@ -520,8 +711,9 @@ static void forget_stack(pid_t tid) {
 
 void CPerfSampler_setUnwinder(int32_t unwinder) { atomic_store(&g_unwinder, unwinder); }
 
-uint64_t CPerfSampler_fastSamples(void) { return atomic_load(&g_fastSamples); }
+uint64_t CPerfSampler_fastSamples(void) { return g_hot.tables ? atomic_load(&g_fastSamples) : 0; }
 uint64_t CPerfSampler_unwinderMismatches(void) { return atomic_load(&g_mismatches); }
+int32_t CPerfSampler_activeUnwinder(void) { return atomic_load(&g_unwinderActive); }
 
 // MARK: - Signal handler
 
@@ -602,7 +794,8 @@ static bool append_record(int32_t tid, uint32_t weight, uint64_t timestampNs, ui
 static bool defer_sample(const ucontext_t *uc, const WalkMiss *miss, const uint64_t *prefix, const uint64_t *check, int checkCount,
                          int32_t tid, uint32_t weight, uint64_t entryNs) {
   if (!g_defer || miss->high - miss->sp > DEFER_MAX_COPY) return false;
-  uint64_t copyBytes = miss->high - miss->sp;
+  uint64_t below = miss->sp - miss->low >= RED_ZONE_BYTES ? RED_ZONE_BYTES : 0;
+  uint64_t copyBytes = miss->high - miss->sp + below;
   uint64_t bytes = sizeof(DeferEntry) + (uint64_t)(miss->n + checkCount) * 8 + ((copyBytes + 7) & ~7ull);
   if (atomic_load_explicit(&g_deferUsed, memory_order_relaxed) + bytes > DEFER_BYTES) return false;
   uint64_t offset = atomic_fetch_add_explicit(&g_deferUsed, bytes, memory_order_relaxed);
@@ -627,11 +820,12 @@ static bool defer_sample(const ucontext_t *uc, const WalkMiss *miss, const uint6
   e->sp = miss->sp;
   e->bp = miss->bp;
   e->high = miss->high;
+  e->below = below;
   memcpy(e->gregs, uc->uc_mcontext.gregs, sizeof(e->gregs));
   uint64_t *tail = (uint64_t *)(e + 1);
   memcpy(tail, prefix, (size_t)miss->n * 8);
   if (checkCount) memcpy(tail + miss->n, check, (size_t)checkCount * 8);
-  memcpy(tail + miss->n + checkCount, (const void *)(uintptr_t)miss->sp, (size_t)copyBytes);
+  memcpy(tail + miss->n + checkCount, (const void *)(uintptr_t)(miss->sp - below), (size_t)copyBytes);
   e->handlerNs = (uint32_t)(now_ns() - entryNs);
   atomic_store_explicit(&e->ready, 1, memory_order_release);
   return true;
@@ -639,8 +833,10 @@ static bool defer_sample(const ucontext_t *uc, const WalkMiss *miss, const uint6
 
 // Finishes deferred samples in order, up to the first one still being written.
 // Discovery thread (or stop(), after the last handler): never inside a handler.
-static void drain_deferred(void) {
-  if (!g_defer) return;
+// Returns whether it finished any.
+static bool drain_deferred(void) {
+  if (!g_defer) return false;
+  uint64_t from = g_deferDone;
   int maxDepth = atomic_load(&g_maxDepth);
   int mode = atomic_load(&g_unwinderActive);
   uint64_t frames[CPerfSampler_MaxDepth];
@@ -650,17 +846,28 @@ static void drain_deferred(void) {
          g_deferDone < atomic_load_explicit(&g_deferUsed, memory_order_acquire)) {
     DeferEntry *e = (DeferEntry *)(g_defer + g_deferDone);
     uint32_t state = atomic_load_explicit(&e->ready, memory_order_acquire);
-    if (state == 0) return;  // a handler is still writing it
+    if (state == 0) return g_deferDone != from;  // a handler is still writing it
     if (state == 2 || e->bytes == 0) {
       g_deferDone = DEFER_BYTES;  // only the end-of-buffer race writes these
-      return;
+      return true;
     }
     const uint64_t *tail = (const uint64_t *)(e + 1);
-    const uint8_t *copy = (const uint8_t *)(tail + e->prefixCount + e->checkCount);
+    const uint8_t *copy = (const uint8_t *)(tail + e->prefixCount + e->checkCount) + e->below;  // at sp
     memcpy(frames, tail, (size_t)e->prefixCount * 8);
     memcpy(((ucontext_t *)&synthetic)->uc_mcontext.gregs, e->gregs, sizeof(e->gregs));
+    // General registers that pointed into the copied stack point into the copy, so a
+    // rule that reads through one (a realigned frame's CFA, say) reads what the handler
+    // would have read. RIP, RSP and RBP are set per step.
+    static const int general[] = {REG_R8,  REG_R9,  REG_R10, REG_R11, REG_R12, REG_R13, REG_R14,
+                                  REG_R15, REG_RDI, REG_RSI, REG_RBX, REG_RDX, REG_RAX, REG_RCX};
+    uint64_t copyDelta = (uint64_t)(uintptr_t)copy - e->sp;
+    for (size_t r = 0; r < sizeof(general) / sizeof(general[0]); r++) {
+      uint64_t value = (uint64_t)((ucontext_t *)&synthetic)->uc_mcontext.gregs[general[r]];
+      if (value >= e->sp - e->below && value < e->high)
+        ((ucontext_t *)&synthetic)->uc_mcontext.gregs[general[r]] = (greg_t)(value + copyDelta);
+    }
     int n = walk((const ucontext_t *)&synthetic, e->ip, e->sp, e->bp, e->leaf, e->high,
-                 (int64_t)((uint64_t)(uintptr_t)copy - e->sp), frames, (int)e->prefixCount, maxDepth, NULL);
+                 (int64_t)((uint64_t)(uintptr_t)copy - e->sp), frames, (int)e->prefixCount, maxDepth, NULL, NULL);
     if (n < 0) {
       // Frames the rules cannot describe (libunwind would have been used in the
       // handler): keep what was found before the miss.
@@ -681,6 +888,7 @@ static void drain_deferred(void) {
     append_record(e->tid, e->weight, e->timestampNs, e->handlerNs, frames, (uint32_t)n);
     g_deferDone += e->bytes;
   }
+  return g_deferDone != from;
 }
 
 // Records one sample; runs inside the signal handler, with g_inflight held.
@@ -706,7 +914,7 @@ static void record_sample(siginfo_t *info, void *context, uint64_t entryNs, int3
       }
       // Not deferred: learn in place, going on from the miss.
       count = walk((const ucontext_t *)context, miss.ip, miss.sp, miss.bp, miss.leaf, miss.high, 0, frames, miss.n,
-                   maxDepth, NULL);
+                   maxDepth, NULL, NULL);
     }
   }
   if (count > 0 && mode == UNWINDER_VERIFY) {
@@ -847,9 +1055,11 @@ static ThreadEntry *add_thread(pid_t tid) {
 
 // Arms every thread not seen before; deletes the timers of threads that are gone, so a
 // recycled tid is treated as a new thread.
-static void scan(pid_t exclude) {
+// Returns whether a thread appeared or went.
+static bool scan(pid_t exclude) {
   DIR *dir = opendir("/proc/self/task");
-  if (!dir) return;
+  if (!dir) return false;
+  bool changed = false;
   g_scanMark++;
   struct dirent *item;
   while ((item = readdir(dir)) != NULL) {
@@ -867,6 +1077,7 @@ static void scan(pid_t exclude) {
       }
     } else {
       add_thread(tid);
+      changed = true;
     }
   }
   closedir(dir);
@@ -876,8 +1087,10 @@ static void scan(pid_t exclude) {
       entry->exited = true;
       disarm(entry);
       forget_stack(entry->tid);
+      changed = true;
     }
   }
+  return changed;
 }
 
 // Faults arena pages in ahead of the handler (a first write to a fresh anonymous page
@@ -892,6 +1105,23 @@ static uint64_t g_prefaulted;  // arena bytes populated so far (start/discovery 
 static bool g_prefaultWorks;
 
 static uint64_t g_deferPrefaulted;
+
+// Faults in the tables up to `bytes` (rounded to a huge page), so handlers do not.
+static void populate_tables(size_t bytes) {
+  if (bytes > sizeof(Tables)) bytes = sizeof(Tables);
+  if (bytes <= g_tablesPopulated) return;
+  size_t to = (bytes + HUGE_PAGE_BYTES - 1) & ~(HUGE_PAGE_BYTES - 1);
+  if (to > sizeof(Tables)) to = (sizeof(Tables) + 4095) & ~(size_t)4095;
+  if (madvise((uint8_t *)g_hot.tables + g_tablesPopulated, to - g_tablesPopulated, MADV_POPULATE_WRITE) == 0)
+    g_tablesPopulated = to;
+}
+
+// Trace pairs of threads that appear later: a few ahead of those claimed.
+static void populate_pairs(void) {
+  int32_t used = atomic_load_explicit(&g_tracePairsUsed, memory_order_relaxed) + 16;
+  if (used > TRACE_PAIRS) used = TRACE_PAIRS;
+  populate_tables(offsetof(Tables, pairs) + (size_t)used * sizeof(TracePair));
+}
 
 // The same for the defer buffer (samples copied there are ~10-20 KB each).
 static void prefault_defer(void) {
@@ -924,13 +1154,22 @@ static void prefault_arena(void) {
 static void *discovery_main(void *unused) {
   (void)unused;
   pid_t self = (pid_t)syscall(SYS_gettid);
-  const struct timespec interval = {.tv_sec = 0, .tv_nsec = DISCOVERY_INTERVAL_NS};
+  // Each round costs the profiled process some CPU (a /proc directory read at least), so
+  // while the threads stay the same and nothing waits for this thread, the interval
+  // doubles up to DISCOVERY_MAX_INTERVAL_NS; any change brings it back to the minimum.
+  long intervalNs = DISCOVERY_INTERVAL_NS;
   while (!atomic_load(&g_discoveryStop)) {
+    const struct timespec interval = {.tv_sec = 0, .tv_nsec = intervalNs};
     nanosleep(&interval, NULL);
     if (atomic_load(&g_discoveryStop)) break;
-    scan(self);
-    drain_deferred();
+    bool changed = scan(self);
+    changed |= atomic_load_explicit(&g_boundsWanted, memory_order_relaxed) != 0;
+    changed |= drain_deferred();
+    intervalNs = changed ? DISCOVERY_INTERVAL_NS
+                 : intervalNs * 2 > DISCOVERY_MAX_INTERVAL_NS ? DISCOVERY_MAX_INTERVAL_NS
+                                                              : intervalNs * 2;
     prefault_arena();
+    populate_pairs();
     if (atomic_load_explicit(&g_unwinderActive, memory_order_relaxed) != UNWINDER_LIBUNWIND) resolve_stacks();
   }
   return NULL;
@@ -1006,6 +1245,23 @@ int32_t CPerfSampler_start(const CPerfSampler_Config *config, CPerfSampler_Error
     return CPerfSampler_ErrorSystem;
   }
 
+  if (!g_hot.tables) {
+    // Aligned to a huge page so that MADV_HUGEPAGE can back it with 2 MB pages.
+    size_t span = (sizeof(Tables) + HUGE_PAGE_BYTES - 1) & ~(HUGE_PAGE_BYTES - 1);
+    void *raw = mmap(NULL, span + HUGE_PAGE_BYTES, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (raw == MAP_FAILED) {
+      set_error(error, CPerfSampler_ErrorSystem, "mmap(unwind tables)", errno);
+      atomic_store(&g_state, STATE_IDLE);
+      return CPerfSampler_ErrorSystem;
+    }
+    uintptr_t aligned = ((uintptr_t)raw + HUGE_PAGE_BYTES - 1) & ~(uintptr_t)(HUGE_PAGE_BYTES - 1);
+    (void)madvise((void *)aligned, span, MADV_HUGEPAGE);  // a hint: 4 KB pages otherwise
+    g_hot.tables = (Tables *)aligned;
+    g_tablesPopulated = 0;
+  }
+  populate_tables(HUGE_PAGE_BYTES);
+
   long page = sysconf(_SC_PAGESIZE);
   size_t bytes = (size_t)((config->bufferBytes + (uint64_t)page - 1) & ~((uint64_t)page - 1));
   void *arena = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -1041,12 +1297,12 @@ int32_t CPerfSampler_start(const CPerfSampler_Config *config, CPerfSampler_Error
   }
   if (unwinder < UNWINDER_AUTO || unwinder > UNWINDER_VERIFY) unwinder = UNWINDER_AUTO;
   atomic_store(&g_unwinderActive, unwinder);
-  atomic_store(&g_fastSamples, 0);
   atomic_store(&g_mismatches, 0);
   // No handler records now (g_enabled is 0): the tables can be reset without races. The
   // rules are dropped too, in case a library was unloaded since the last session.
   memset((void *)g_stacks, 0, sizeof(g_stacks));
   memset((void *)g_rules, 0, sizeof(g_rules));
+  atomic_store(&g_fastSamples, 0);
 
   if (!g_defer) {
     void *defer = mmap(NULL, DEFER_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -1056,6 +1312,7 @@ int32_t CPerfSampler_start(const CPerfSampler_Config *config, CPerfSampler_Error
   }
   atomic_store(&g_deferUsed, 0);
   g_deferDone = 0;
+  atomic_store(&g_tracePairsUsed, 0);
   g_deferPrefaulted = 0;
   g_prefaulted = 0;
   g_prefaultWorks = true;

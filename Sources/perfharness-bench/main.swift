@@ -29,6 +29,20 @@ let perfharness = binDirectory.appendingPathComponent("perfharness")
 let output = URL(fileURLWithPath: "Reports/bench")
 try FileManager.default.createDirectory(at: output, withIntermediateDirectories: true)
 let rounds = Int(ProcessInfo.processInfo.environment["BENCH_ROUNDS"] ?? "") ?? 5
+// `--only time`: the Time Profiler rows alone, for work on the sampler (the full run
+// takes long); prints them and leaves the README and bench.json as they are.
+let benchArguments = Array(CommandLine.arguments.dropFirst())
+let onlyTime: Bool
+switch benchArguments {
+case []: onlyTime = false
+case ["--only", "time"]: onlyTime = true
+default:
+  FileHandle.standardError.write(
+    Data(
+      "error: unknown arguments '\(benchArguments.joined(separator: " "))'; accepted: none (every figure) or --only time\n"
+        .utf8))
+  exit(64)
+}
 
 /// Runs the scenario and returns its report (the scenario's own wall time excludes process
 /// start-up and symbolization).
@@ -91,6 +105,16 @@ figures.append(
     detail: String(
       format: "median of the runs' medians; median stack %.0f frames; kernel signal delivery not included",
       median(depths))))
+
+if onlyTime {
+  for figure in figures {
+    print("\(figure.name): \(format(figure.measured)) \(figure.unit) (target \(figure.target)); \(figure.detail)")
+  }
+  print(
+    "rounds: steps ms plain \(plain.map { String(format: "%.0f", $0) }), profiled \(profiled.map { String(format: "%.0f", $0) }); handler median µs \(handlerMedians.map { String(format: "%.2f", $0) })"
+  )
+  exit(0)
+}
 
 // Allocations: an allocation-heavy Swift workload in this process, untracked, with types
 // and counts only, and with full stacks.

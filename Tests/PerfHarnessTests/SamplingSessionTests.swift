@@ -266,6 +266,42 @@ extension ProcessWideRecording {
       _ = session.stop()
     }
 
+    /// Shaped like recurse, so its frame lines up with recurse's: a stack entered through
+    /// it differs from one entered through recurse only in one return address.
+    @inline(never)
+    static func otherRecurse(_ depth: Int, _ nanoseconds: UInt64) -> UInt64 {
+      if depth == 0 { return burnCPU(nanoseconds: nanoseconds) }
+      let result = recurseThrough(depth - 1, nanoseconds)
+      return result &+ 2
+    }
+
+    /// A thread's last walk is reused only where the stack still holds it: stacks that
+    /// change between samples (depth, call sites, a shared outer part) must still come out
+    /// exactly as libunwind sees them.
+    @Test func reusedWalksMatchLibunwindWhenStacksChange() throws {
+      CPerfSampler_setUnwinder(2)  // verify
+      defer { CPerfSampler_setUnwinder(-1) }
+      let session = try SamplingSession.start(SamplerConfiguration())
+      let me = CPerfSampler_gettid()
+      var generator = SystemRandomNumberGenerator()
+      let start = Self.threadCPUNanoseconds()
+      while Self.threadCPUNanoseconds() - start < 400_000_000 {
+        // Slices shorter than the 4 ms tick, so consecutive samples mostly see other stacks,
+        // often of the same depth with the same frames at the same places.
+        let depth = Int.random(in: 20...21, using: &generator)
+        let slice = UInt64.random(in: 300_000...3_000_000, using: &generator)
+        _ = Bool.random(using: &generator) ? Self.recurse(depth, slice) : Self.otherRecurse(depth, slice)
+      }
+      let result = session.stop()
+      let mine = result.samples.filter { $0.threadID == me }
+      #expect(mine.count >= 20, "only \(mine.count) samples")
+      #expect(Set(mine.map { $0.frames.count }).count >= 2, "the stacks did not change between samples")
+      #expect(CPerfSampler_fastSamples() > 0, "the fast path never ran")
+      #expect(
+        CPerfSampler_unwinderMismatches() == 0,
+        "\(CPerfSampler_unwinderMismatches()) of \(CPerfSampler_fastSamples()) fast stacks differ from libunwind")
+    }
+
     /// The fast unwinder (per-PC rules applied to the interrupted stack) must produce the
     /// same stacks as unw_backtrace: verify mode computes both for every sample.
     @Test func fastUnwinderMatchesLibunwindOnDeepRecursion() throws {

@@ -124,6 +124,8 @@ void CPerfSampler_setUnwinder(int32_t unwinder);
 /// verify mode, how many of those differed from libunwind.
 uint64_t CPerfSampler_fastSamples(void);
 uint64_t CPerfSampler_unwinderMismatches(void);
+/// The unwinder the last (or running) session used: 0 auto, 1 libunwind, 2 verify.
+int32_t CPerfSampler_activeUnwinder(void);
 
 /// The kernel thread id of the calling thread (tests filter samples by it).
 int32_t CPerfSampler_gettid(void);

@@ -131,6 +131,13 @@ final class SamplingSession: Sendable {
       samples = parseArena(UnsafeRawPointer(arena), usedBytes: Int(stats.usedBytes))
     }
 
+    // Verify mode exists to be read: say what it found (PERFHARNESS_UNWINDER=verify).
+    if CPerfSampler_activeUnwinder() == 2 {
+      let line =
+        "perfharness: unwinder verify: \(CPerfSampler_unwinderMismatches()) of \(CPerfSampler_fastSamples()) fast-path stacks differed from libunwind (\(stats.signalsReceived) signals, \(stats.unwindFallbacks) libunwind fallbacks)\n"
+      _ = line.withCString { write(STDERR_FILENO, $0, strlen($0)) }
+    }
+
     var threads: [SampledThread] = []
     let count = CPerfSampler_threadCount()
     threads.reserveCapacity(Int(count))
