@@ -70,11 +70,16 @@ let reportScaleScenario = Scenario(
   bodyEnded = .now
 }
 
-/// Report generation rows for `make bench`: median of `rounds` recordings.
-func measureReportGeneration(rounds: Int) throws -> (figures: [Figure], report: Report?) {
+/// Report generation rows for `make bench`: median of `rounds` recordings. The HTML page of
+/// each is opened in headless Chromium where it is installed, to time what a reader waits for.
+func measureReportGeneration(rounds: Int, output: URL) throws -> (figures: [Figure], report: Report?) {
   var generation: [Double] = []
   var encoding: [Double] = []
   var peaks: [Double] = []
+  var htmlTimes: [Double] = []
+  var htmlPeaks: [Double] = []
+  var htmlSizes: [Double] = []
+  var opened: [Double] = []
   var samples: [Double] = []
   var allocations: [Double] = []
   var lastReport: Report?
@@ -90,6 +95,17 @@ func measureReportGeneration(rounds: Int) throws -> (figures: [Figure], report: 
     let encodeStart = ContinuousClock.now
     _ = try ReportJSON.encode(report)
     encoding.append((ContinuousClock.now - encodeStart).benchMilliseconds)
+
+    try? "5".write(toFile: "/proc/self/clear_refs", atomically: false, encoding: .utf8)
+    let residentBeforeHTML = residentBytes("VmRSS")
+    let (html, timing) = try HTMLReport.timedRender(report)
+    htmlTimes.append(timing.milliseconds)
+    htmlSizes.append(Double(timing.bytes))
+    htmlPeaks.append(Double(residentBytes("VmHWM") - residentBeforeHTML))
+    let page = output.appendingPathComponent("report-at-scale.html")
+    try Data(html.utf8).write(to: page)
+    if let rendered = openInBrowser(page) { opened.append(rendered) }
+
     samples.append(Double(report.timeProfile?.sampleCount ?? 0))
     allocations.append(Double(report.allocations?.totals.totalAllocations ?? 0))
     lastReport = report
@@ -97,6 +113,7 @@ func measureReportGeneration(rounds: Int) throws -> (figures: [Figure], report: 
   let scale = String(
     format: "%.0f k samples, %.2f M allocations (median of %d recordings)", median(samples) / 1000,
     median(allocations) / 1e6, rounds)
+  let openTime = median(opened)
   return (
     [
       Figure(
@@ -107,8 +124,47 @@ func measureReportGeneration(rounds: Int) throws -> (figures: [Figure], report: 
       Figure(
         name: "Report generation: JSON encoding", measured: median(encoding), unit: "ms", target: "–",
         meetsTarget: nil, detail: scale),
+      Figure(
+        name: "Report generation: HTML page", measured: median(htmlTimes), unit: "ms", target: "–", meetsTarget: nil,
+        detail: scale
+          + String(
+            format: "; %.1f MB page; peak memory +%.0f MiB", median(htmlSizes) / 1e6, median(htmlPeaks) / 1_048_576)),
+      Figure(
+        name: "HTML report: opened in headless Chromium until every section is drawn", measured: openTime, unit: "ms",
+        target: "< 3000 ms", meetsTarget: opened.isEmpty ? nil : openTime < 3000,
+        detail: opened.isEmpty
+          ? "chromium is not installed (make test installs it)"
+          : "the page's own timing from navigation start, median of \(opened.count); " + scale),
     ], lastReport
   )
+}
+
+/// Milliseconds from navigation start until the page drew its last section; nil when
+/// Chromium is missing, fails or takes over two minutes.
+func openInBrowser(_ page: URL) -> Double? {
+  guard FileManager.default.isExecutableFile(atPath: "/usr/bin/chromium") else { return nil }
+  let profile = FileManager.default.temporaryDirectory.appendingPathComponent("perfharness-bench-chromium-\(UUID())")
+  defer { try? FileManager.default.removeItem(at: profile) }
+  let dom = FileManager.default.temporaryDirectory.appendingPathComponent("perfharness-bench-dom-\(UUID()).html")
+  defer { try? FileManager.default.removeItem(at: dom) }
+  _ = FileManager.default.createFile(atPath: dom.path, contents: nil)
+  var command = HTMLReport.browserTimingCommand(page: page.path, userDataDirectory: profile.path)
+  command[0] = "/usr/bin/chromium"
+  let process = Process()
+  process.executableURL = URL(fileURLWithPath: command[0])
+  process.arguments = Array(command.dropFirst())
+  guard let handle = try? FileHandle(forWritingTo: dom) else { return nil }
+  process.standardOutput = handle
+  process.standardError = FileHandle.nullDevice
+  guard (try? process.run()) != nil else { return nil }
+  let deadline = Date(timeIntervalSinceNow: 120)
+  while process.isRunning && Date() < deadline { usleep(50_000) }
+  if process.isRunning {
+    process.terminate()
+    return nil
+  }
+  guard let text = try? String(contentsOf: dom, encoding: .utf8) else { return nil }
+  return HTMLReport.browserTiming(fromDOM: text)?.renderedMilliseconds
 }
 
 extension Duration {

@@ -29,17 +29,25 @@ let perfharness = binDirectory.appendingPathComponent("perfharness")
 let output = URL(fileURLWithPath: "Reports/bench")
 try FileManager.default.createDirectory(at: output, withIntermediateDirectories: true)
 let rounds = Int(ProcessInfo.processInfo.environment["BENCH_ROUNDS"] ?? "") ?? 5
-// `--only time`: the Time Profiler rows alone, for work on the sampler (the full run
-// takes long); prints them and leaves the README and bench.json as they are.
+// `--only time` / `--only report`: the Time Profiler rows, or the report-generation rows,
+// alone, for work on one part (the full run takes long); prints them and leaves the README
+// and bench.json as they are.
 let benchArguments = Array(CommandLine.arguments.dropFirst())
 let onlyTime: Bool
 switch benchArguments {
 case []: onlyTime = false
 case ["--only", "time"]: onlyTime = true
+case ["--only", "report"]:
+  for figure in try measureReportGeneration(rounds: 3, output: output).figures {
+    print(
+      "\(figure.name): \(String(format: "%.1f", figure.measured)) \(figure.unit) (target \(figure.target)); \(figure.detail)"
+    )
+  }
+  exit(0)
 default:
   FileHandle.standardError.write(
     Data(
-      "error: unknown arguments '\(benchArguments.joined(separator: " "))'; accepted: none (every figure) or --only time\n"
+      "error: unknown arguments '\(benchArguments.joined(separator: " "))'; accepted: none (every figure), --only time or --only report\n"
         .utf8))
   exit(64)
 }
@@ -202,7 +210,7 @@ figures.append(
 
 // Report generation at the scale the HTML report must stay usable at.
 FileHandle.standardError.write(Data("bench: report generation at scale, 3 recordings\n".utf8))
-figures += try measureReportGeneration(rounds: 3).figures
+figures += try measureReportGeneration(rounds: 3, output: output).figures
 
 // Peers on the same workloads, each run as a user would run it, with the loop timed inside.
 func tool(_ name: String) -> String? {

@@ -5,7 +5,8 @@ import Testing
 @Suite("Baseline comparison")
 struct BaselineComparisonTests {
   private func report(
-    persistentBytes: Int = 100_000, peak: Int = 1_000_000, types: [String: Int] = [:], leakedBytes: Int? = nil,
+    persistentBytes: Int = 100_000, persistentCount: Int = 300, peak: Int = 1_000_000, types: [String: Int] = [:],
+    leakedBytes: Int? = nil,
     wallTime: Double = 100, allocations: Bool = true
   ) -> Report {
     var report = Report.crashed(
@@ -18,7 +19,8 @@ struct BaselineComparisonTests {
       report.allocations = AllocationsReport(
         mode: "countsOnly", durationMilliseconds: wallTime,
         totals: .init(
-          totalAllocations: 5000, totalBytes: 9_000_000, persistentCount: 300, persistentBytes: persistentBytes,
+          totalAllocations: 5000, totalBytes: 9_000_000, persistentCount: persistentCount,
+          persistentBytes: persistentBytes,
           transientCount: 4700, transientBytes: 8_900_000, peakLiveBytes: peak, liveBytesAtEnd: persistentBytes),
         categories: types.map { name, count in
           .init(
@@ -76,6 +78,14 @@ struct BaselineComparisonTests {
       report(persistentBytes: 13_000), with: report(persistentBytes: 10_000), baselinePath: "base.json",
       tolerances: .init(percent: 10, minimumBytes: 4096))
     #expect(try row(comparison, "persistent bytes").passed)
+  }
+
+  @Test(
+    "block counts fail beyond the tolerance and the minimum count", arguments: [(119, 107, true), (150, 107, false)])
+  func minimumCount(current: Int, baseline: Int, passes: Bool) throws {
+    let comparison = BaselineComparison.compare(
+      report(persistentCount: current), with: report(persistentCount: baseline), baselinePath: "base.json")
+    #expect(try row(comparison, "persistent blocks").passed == passes)
   }
 
   @Test("a type that now persists fails by name; one that persists less does not")

@@ -14,6 +14,9 @@ public struct BaselineComparison: Codable, Sendable, Equatable {
   public var timeTolerancePercent: Double?
   /// Increases of byte figures up to this many bytes never fail (allocator noise).
   public var minimumBytes: Int
+  /// Increases of block counts up to this many never fail (library objects made per
+  /// worker thread); retain cycles and the program's own types have no such allowance.
+  public var minimumCount: Int
   public var passed: Bool
   public var rows: [Row]
 
@@ -38,11 +41,13 @@ public struct ComparisonTolerances: Sendable, Equatable {
   public var percent: Double
   public var timePercent: Double?
   public var minimumBytes: Int
+  public var minimumCount: Int
 
-  public init(percent: Double = 10, timePercent: Double? = nil, minimumBytes: Int = 4096) {
+  public init(percent: Double = 10, timePercent: Double? = nil, minimumBytes: Int = 4096, minimumCount: Int = 32) {
     self.percent = percent
     self.timePercent = timePercent
     self.minimumBytes = minimumBytes
+    self.minimumCount = minimumCount
   }
 }
 
@@ -62,8 +67,12 @@ extension BaselineComparison {
     let now = current.allocations
     builder.gated("peak heap", .bytes, base?.totals.peakLiveBytes, now?.totals.peakLiveBytes)
     builder.gated("persistent bytes", .bytes, base?.totals.persistentBytes, now?.totals.persistentBytes)
-    builder.gated("persistent blocks", .count, base?.totals.persistentCount, now?.totals.persistentCount)
-    builder.gated("total allocations", .count, base?.totals.totalAllocations, now?.totals.totalAllocations)
+    builder.gated(
+      "persistent blocks", .count, base?.totals.persistentCount, now?.totals.persistentCount,
+      minimum: tolerances.minimumCount)
+    builder.gated(
+      "total allocations", .count, base?.totals.totalAllocations, now?.totals.totalAllocations,
+      minimum: tolerances.minimumCount)
     builder.gated(
       "max growth per generation (after the first)", .bytes, base.map(maxGrowthAfterWarmUp),
       now.map(maxGrowthAfterWarmUp))
@@ -85,7 +94,8 @@ extension BaselineComparison {
     return BaselineComparison(
       baseline: baselinePath, baselineScenario: "\(baseline.scenario.name) [\(baseline.scenario.variant)]",
       tolerancePercent: tolerances.percent, timeTolerancePercent: tolerances.timePercent,
-      minimumBytes: tolerances.minimumBytes, passed: builder.rows.allSatisfy(\.passed), rows: builder.rows)
+      minimumBytes: tolerances.minimumBytes, minimumCount: tolerances.minimumCount,
+      passed: builder.rows.allSatisfy(\.passed), rows: builder.rows)
   }
 
   private static func maxGrowthAfterWarmUp(_ allocations: AllocationsReport) -> Int {
@@ -106,7 +116,7 @@ private struct RowBuilder {
   var rows: [BaselineComparison.Row] = []
 
   mutating func gated(_ metric: String, _ unit: Unit, _ baseline: Int?, _ current: Int?, minimum: Int? = nil) {
-    let slack = unit == .bytes ? (minimum ?? tolerances.minimumBytes) : 0
+    let slack = minimum ?? (unit == .bytes ? tolerances.minimumBytes : 0)
     add(metric, unit, baseline.map(Double.init), current.map(Double.init), limit: tolerances.percent, slack: slack)
   }
 

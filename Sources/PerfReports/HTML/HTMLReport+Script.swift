@@ -203,7 +203,7 @@ extension HTMLReport {
         return esc(typeof value === 'object' ? JSON.stringify(value) : value);
       }
       var known = { passed: 'Result', baseline: 'Baseline', baselineScenario: 'Baseline run',
-        tolerancePercent: 'Tolerance', timeTolerancePercent: 'Time tolerance', minimumBytes: 'Ignored growth' };
+        tolerancePercent: 'Tolerance', timeTolerancePercent: 'Time tolerance', minimumBytes: 'Ignored growth', minimumCount: 'Ignored blocks' };
       var pairs = Object.keys(known).filter(function (k) { return k in c || k === 'passed' || k === 'baseline'; })
         .map(function (k) {
           var v = c[k];
@@ -211,6 +211,7 @@ extension HTMLReport {
             return [known[k], isNum(v) ? fixed(v, 1) + '%' : k === 'timeTolerancePercent' ? 'times not gated' : '—'];
           }
           if (k === 'minimumBytes' && isNum(v)) return [known[k], 'up to ' + bytes(v)];
+          if (k === 'minimumCount' && isNum(v)) return [known[k], 'up to ' + v];
           return [known[k], shown(v)];
         });
       Object.keys(c).forEach(function (k) {

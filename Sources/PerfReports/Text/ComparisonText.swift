@@ -9,7 +9,7 @@ public enum ComparisonText {
     var lines = [
       "  Baseline \(comparison.baselineScenario) (\(comparison.baseline)): "
         + (comparison.passed ? "no regression" : "\(failed) regressed")
-        + " [tolerance +\(percent(comparison.tolerancePercent)), bytes beyond \(formatBytes(comparison.minimumBytes)), \(timeGate)]"
+        + " [tolerance +\(percent(comparison.tolerancePercent)), bytes beyond \(formatBytes(comparison.minimumBytes)), counts beyond \(comparison.minimumCount), \(timeGate)]"
     ]
     guard !comparison.rows.isEmpty else { return lines.joined(separator: "\n") + "\n" }
     let width = min(56, comparison.rows.map(\.metric.count).max() ?? 10)
