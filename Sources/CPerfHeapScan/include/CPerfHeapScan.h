@@ -30,6 +30,16 @@ enum {
   CPerfHeapScan_BlockSwiftObject = 1,
   /// Do not scan this block's words.
   CPerfHeapScan_BlockNoScan = 2,
+  /// A holder: its words are roots (the blocks they point to get
+  /// CPerfHeapScan_MarkHeldByHolder) and it has no edges of its own. The leaks instrument
+  /// passes the blocks allocated before the recording this way: they cannot be reported,
+  /// but whatever they hold is alive.
+  CPerfHeapScan_BlockHolder = 4,
+  /// A Swift array buffer (header: metadata, refcount, count, capacity << 1 | flag; then
+  /// the elements): only the header and the first `count` elements are scanned, since the
+  /// spare capacity holds stale words. The element stride is bounded from above by the
+  /// glibc chunk size over the capacity, so no live element is skipped.
+  CPerfHeapScan_BlockArrayStorage = 8,
 };
 
 /// 16 bytes per block.
@@ -63,6 +73,7 @@ enum {
   CPerfHeapScan_MarkStackRoot = 2,     // pointed to from a stack or registers
   CPerfHeapScan_MarkSideTable = 4,     // a Swift weak-reference side table
   CPerfHeapScan_MarkUnreadable = 8,    // not inside a readable mapping: not scanned
+  CPerfHeapScan_MarkHeldByHolder = 16, // pointed to from a CPerfHeapScan_BlockHolder block
 };
 
 typedef struct CPerfHeapScan_Options {
@@ -77,6 +88,12 @@ typedef struct CPerfHeapScan_Options {
   int32_t parkTimeoutMs;   // 0: 500
   /// Non-zero: fill result->rootSources ("why is this block alive?").
   int32_t recordRootSources;
+  int32_t reserved;
+  /// Non-zero: the calling thread's stack is scanned only below this address (see
+  /// CPerfHeapScan_callerFrameEnd). Frames above the one that started a recording cannot
+  /// hold what the recording allocated, but their uninitialized slots hold stale words
+  /// from before it, and a stale word whose address was reused reads as a root.
+  uint64_t callerStackCeiling;
 } CPerfHeapScan_Options;
 
 typedef struct CPerfHeapScan_Result {
@@ -110,6 +127,10 @@ void CPerfHeapScan_freeResult(CPerfHeapScan_Result *result);
 /// earlier work above it (a conservative scan's main source of false "reachable").
 /// Returns 0 or an errno value.
 int32_t CPerfHeapScan_runOnCleanStack(void (*body)(void *), void *context, uint64_t stackBytes);
+
+/// The end (highest address, exclusive) of the calling function's frame: its canonical
+/// frame address, read through frame pointers (every SwiftPM target keeps them).
+uint64_t CPerfHeapScan_callerFrameEnd(void);
 
 /// Zeroes `bytes` of the stack below the caller's frame, so stale slots of functions
 /// that already returned do not look like roots to a later scan.

@@ -10,6 +10,9 @@ final class Recording {
   private var allocationRecorder: AllocationRecorder?
   private var allocationRecording: AllocationRecording?
   private var leaksResult: Result<LeaksReport, any Error>?
+  /// See `HeapGraph.Options.callerStackCeiling`: the end of the frame that runs the
+  /// scenario and finishes the recording.
+  var leaksStackCeiling: UInt64 = 0
 
   init(configuration: RecordingConfiguration) {
     self.configuration = configuration
@@ -36,6 +39,15 @@ final class Recording {
     isRecording = false
   }
 
+  /// Zeroes the caller's dead stack (the frames of the scenario that just returned) when
+  /// the leaks instrument will scan it. Call it right after the scenario, from the frame
+  /// that called it.
+  @inline(never)
+  func scrubStackBelowCaller() {
+    guard configuration.instruments.contains(.leaks) else { return }
+    LeakAnalysis.scrubStack(bytes: 256 << 10)
+  }
+
   /// Ends every instrument for good.
   func finish() {
     // Allocations first: stopping the time profiler allocates its sample arrays.
@@ -43,8 +55,11 @@ final class Recording {
       if configuration.instruments.contains(.leaks) {
         // The scan needs the blocks still live and this thread's stale stack slots gone.
         do {
+          var options = HeapGraph.Options()
+          options.callerStackCeiling = leaksStackCeiling
           let (recording, leaks) = try LeakAnalysis.stopAndScan(
-            recorder: allocationRecorder, symbolizer: try Symbolizer(), suppressions: configuration.leakSuppressions)
+            recorder: allocationRecorder, symbolizer: try Symbolizer(), suppressions: configuration.leakSuppressions,
+            options: options)
           allocationRecording = recording
           leaksResult = .success(leaks)
         } catch {
