@@ -104,6 +104,8 @@ enum LeakAnalysis {
   static func classify(
     graph: HeapGraph, recording: AllocationRecording, symbolizer: Symbolizer?, suppressions: LeakSuppressions
   ) -> LeaksReport {
+    let suppressions = LeakSuppressions(
+      patterns: suppressions.patterns + LeakSuppressions.swiftRuntimeCaches.patterns)
     let nodeCount = graph.nodeCount
     let blocks = recording.liveBlocks
     let holders = recording.preexistingBlocks
