@@ -105,7 +105,7 @@ enum LeakAnalysis {
     graph: HeapGraph, recording: AllocationRecording, symbolizer: Symbolizer?, suppressions: LeakSuppressions
   ) -> LeaksReport {
     let suppressions = LeakSuppressions(
-      patterns: suppressions.patterns + LeakSuppressions.swiftRuntimeCaches.patterns)
+      patterns: suppressions.patterns + LeakSuppressions.systemLibraries.patterns)
     let nodeCount = graph.nodeCount
     let blocks = recording.liveBlocks
     let holders = recording.preexistingBlocks
