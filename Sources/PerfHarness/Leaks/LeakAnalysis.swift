@@ -117,6 +117,7 @@ enum LeakAnalysis {
     // Categories per node (interned).
     var categoryIndex: [AllocationCategoryKey: UInt32] = [:]
     var categories: [AllocationCategory] = []
+    var captureReader = ClosureCaptureReader()
     var nodeCategory = [UInt32](repeating: 0, count: nodeCount)
     for node in 0..<nodeCount {
       let key = block(node).categoryKey
@@ -124,7 +125,14 @@ enum LeakAnalysis {
         nodeCategory[node] = known
       } else {
         let index = UInt32(categories.count)
-        categories.append(recording.category(for: key))
+        var category = recording.category(for: key)
+        if category.kind == .closureContext,
+          let captures = captureReader.captures(ofContextMetadata: block(node).metadata),
+          !captures.isEmpty
+        {
+          category.name += " (captures: " + captures.map { $0.typeName ?? "?" }.joined(separator: ", ") + ")"
+        }
+        categories.append(category)
         categoryIndex[key] = index
         nodeCategory[node] = index
       }
@@ -300,7 +308,7 @@ enum LeakAnalysis {
     let indirectLeaks = aggregate(indirectTallies, withStacks: false)
 
     // Cycles, aggregated by signature.
-    var namer = EdgeNamer(fieldReader: fieldReader)
+    var namer = EdgeNamer(fieldReader: fieldReader, captureReader: captureReader)
     var cycleIndexBySignature: [String: Int] = [:]
     var cycles: [LeaksReport.Cycle] = []
     for path in cyclePaths {
@@ -522,10 +530,12 @@ enum LeakAnalysis {
   }
 }
 
-/// Names the reference at `offset` of a block: the stored property of a class instance,
-/// "capture #k" (k from 1, by offset among the context's references) for a closure context.
+/// Names the reference at `offset` of a block: the stored property of a class instance;
+/// for a closure context "capture #k: Type" from its capture descriptor, else "capture #k"
+/// (k from 1, by offset among the context's references).
 struct EdgeNamer {
   var fieldReader: FieldLayoutReader
+  var captureReader = ClosureCaptureReader()
 
   mutating func name(
     for block: RecordedBlock, category: AllocationCategory, offset: Int, graph: HeapGraph, node: Int
@@ -536,6 +546,11 @@ struct EdgeNamer {
       // Past the stored properties: a tail-allocated element (array, dictionary storage).
       return fieldReader.fields(ofClassMetadata: block.metadata).isEmpty ? nil : "element"
     case .closureContext:
+      if let captures = captureReader.captures(ofContextMetadata: block.metadata),
+        let index = captures.firstIndex(where: { offset >= $0.offset && offset < $0.offset + max($0.size, 8) })
+      {
+        return "capture #\(index + 1)" + (captures[index].typeName.map { ": \($0)" } ?? "")
+      }
       var offsets: [Int] = []
       for edge in Int(graph.edgeStart[node])..<Int(graph.edgeStart[node + 1]) {
         let value = Int(graph.edgeOffset[edge] & UInt32(CPerfHeapScan_EdgeOffsetMask))
