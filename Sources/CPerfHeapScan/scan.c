@@ -535,7 +535,7 @@ static void classify_blocks(Scanner *sc, const Vec *maps) {
 
 static int32_t scan_impl(const CPerfHeapScan_Block *blocks, uint64_t count, const CPerfHeapScan_Options *options,
                          int32_t callerTid, CPerfHeapScan_Result *result) {
-  uint64_t ceiling = options ? options->callerStackCeiling : 0;
+  int skipCallerStack = options ? options->skipCallerStack : 0;
   int scanGlobals = options ? options->scanGlobals : 1;
   int scanThreads = options ? options->scanThreads : 1;
   int sig = options && options->signalNumber ? options->signalNumber : SIGPROF;
@@ -654,7 +654,10 @@ static int32_t scan_impl(const CPerfHeapScan_Block *blocks, uint64_t count, cons
         int32_t state = atomic_load(&s->state);
         if (state == 3) continue;
         uint64_t sp;
-        if (state == 1) {
+        int skipStack = skipCallerStack && tid[i] == callerTid;
+        if (skipStack) {
+          if (state == 1) result->threadCount++;
+        } else if (state == 1) {
           scan_words(&sc, s->regs, NGREG, CPerfHeapScan_MarkStackRoot);
           sp = s->rsp - 128;  // red zone
           result->threadCount++;
@@ -666,13 +669,22 @@ static int32_t scan_impl(const CPerfHeapScan_Block *blocks, uint64_t count, cons
           if (sp == 0) continue;
           sp -= 128;
         }
-        const Mapping *m = find_mapping(&maps, sp + 128);
-        if (!m || !m->readable) continue;
-        if (sp < m->start) sp = m->start;
-        uint64_t top = m->end;
-        if (tid[i] == callerTid && ceiling > sp && ceiling < top) top = ceiling;
-        scan_root_range(&sc, sp, top, CPerfHeapScan_MarkStackRoot);
-        result->rootBytes += top - sp;
+        const Mapping *m = NULL;
+        if (!skipStack) {
+          m = find_mapping(&maps, sp + 128);
+          if (!m || !m->readable) continue;
+          if (sp < m->start) sp = m->start;
+          scan_root_range(&sc, sp, m->end, CPerfHeapScan_MarkStackRoot);
+          result->rootBytes += m->end - sp;
+        } else {
+          m = find_mapping(&maps, s->tp);  // its TLS lies on its stack unless it is the main thread
+          if (m && s->tp + 4096 <= m->end) {
+            uint64_t from = s->tp - m->start > tlsBelow ? s->tp - tlsBelow : m->start;
+            scan_root_range(&sc, from, s->tp + 4096, CPerfHeapScan_MarkStackRoot);
+            result->rootBytes += s->tp + 4096 - from;
+          }
+          continue;
+        }
         // The main thread's TCB and static TLS are not on its stack (ld.so allocates them):
         // its pthread_setspecific values and TLS variables are roots too.
         const Mapping *t = state == 1 ? find_mapping(&maps, s->tp) : NULL;
@@ -726,13 +738,6 @@ done:
   result->edgeMappedBytes = sc.edges.data ? round_page(sc.edges.capacity * sizeof(CPerfHeapScan_Edge)) : 0;
   result->error = status;
   return status;
-}
-
-__attribute__((noinline)) uint64_t CPerfHeapScan_callerFrameEnd(void) {
-  // This frame's saved frame pointer is the caller's; above it lie the caller's saved
-  // frame pointer and return address.
-  const uint64_t *frame = __builtin_frame_address(0);
-  return frame[0] + 16;
 }
 
 __attribute__((noinline)) void CPerfHeapScan_scrubStack(uint32_t bytes) {

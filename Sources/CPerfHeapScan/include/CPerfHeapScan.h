@@ -88,12 +88,11 @@ typedef struct CPerfHeapScan_Options {
   int32_t parkTimeoutMs;   // 0: 500
   /// Non-zero: fill result->rootSources ("why is this block alive?").
   int32_t recordRootSources;
-  int32_t reserved;
-  /// Non-zero: the calling thread's stack is scanned only below this address (see
-  /// CPerfHeapScan_callerFrameEnd). Frames above the one that started a recording cannot
-  /// hold what the recording allocated, but their uninitialized slots hold stale words
-  /// from before it, and a stale word whose address was reused reads as a root.
-  uint64_t callerStackCeiling;
+  /// Non-zero: the calling thread's stack and registers are not roots (its TLS still is).
+  /// For a caller that ran the recorded code and returned from it: what it still holds
+  /// alive lives in objects (holders), not in its frames, while the frames hold stale
+  /// words, and a stale word whose address was reused reads as a root.
+  int32_t skipCallerStack;
 } CPerfHeapScan_Options;
 
 typedef struct CPerfHeapScan_Result {
@@ -127,10 +126,6 @@ void CPerfHeapScan_freeResult(CPerfHeapScan_Result *result);
 /// earlier work above it (a conservative scan's main source of false "reachable").
 /// Returns 0 or an errno value.
 int32_t CPerfHeapScan_runOnCleanStack(void (*body)(void *), void *context, uint64_t stackBytes);
-
-/// The end (highest address, exclusive) of the calling function's frame: its canonical
-/// frame address, read through frame pointers (every SwiftPM target keeps them).
-uint64_t CPerfHeapScan_callerFrameEnd(void);
 
 /// Zeroes `bytes` of the stack below the caller's frame, so stale slots of functions
 /// that already returned do not look like roots to a later scan.

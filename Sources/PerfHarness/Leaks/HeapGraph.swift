@@ -56,9 +56,9 @@ struct HeapGraph {
     var parkTimeoutMilliseconds: Int32 = 500
     /// Fill `rootSources` (the root word that keeps each root block alive).
     var recordRootSources = false
-    /// Non-zero: the calling thread's stack is a root only below this address (see
-    /// `CPerfHeapScan_Options.callerStackCeiling`).
-    var callerStackCeiling: UInt64 = 0
+    /// Whether the calling thread's stack and registers are roots (see
+    /// `CPerfHeapScan_Options.skipCallerStack`).
+    var scanCallerStack = true
   }
 
   @inline(never)
@@ -127,8 +127,7 @@ struct HeapGraph {
     var cOptions = CPerfHeapScan_Options(
       scanGlobals: options.scanGlobals ? 1 : 0, scanThreads: options.scanThreads ? 1 : 0,
       signalNumber: options.signalNumber, parkTimeoutMs: options.parkTimeoutMilliseconds,
-      recordRootSources: options.recordRootSources ? 1 : 0, reserved: 0,
-      callerStackCeiling: options.callerStackCeiling)
+      recordRootSources: options.recordRootSources ? 1 : 0, skipCallerStack: options.scanCallerStack ? 0 : 1)
     var result = CPerfHeapScan_Result()
     let status = cBlocks.withUnsafeBufferPointer { buffer in
       CPerfHeapScan_scan(buffer.baseAddress, UInt64(buffer.count), &cOptions, &result)

@@ -10,9 +10,6 @@ final class Recording {
   private var allocationRecorder: AllocationRecorder?
   private var allocationRecording: AllocationRecording?
   private var leaksResult: Result<LeaksReport, any Error>?
-  /// See `HeapGraph.Options.callerStackCeiling`: the end of the frame that runs the
-  /// scenario and finishes the recording.
-  var leaksStackCeiling: UInt64 = 0
 
   init(configuration: RecordingConfiguration) {
     self.configuration = configuration
@@ -39,26 +36,22 @@ final class Recording {
     isRecording = false
   }
 
-  /// Zeroes the caller's dead stack (the frames of the scenario that just returned) when
-  /// the leaks instrument will scan it. Call it right after the scenario, from the frame
-  /// that called it.
-  @inline(never)
-  func scrubStackBelowCaller() {
-    guard configuration.instruments.contains(.leaks) else { return }
-    LeakAnalysis.scrubStack(bytes: 256 << 10)
-  }
-
   /// Ends every instrument for good.
   func finish() {
     // Allocations first: stopping the time profiler allocates its sample arrays.
     if let allocationRecorder {
       if configuration.instruments.contains(.leaks) {
-        // The scan needs the blocks still live and this thread's stale stack slots gone.
+        // The scan needs the blocks still live. Everything it allocates (the symbolizer
+        // too) comes after the stop, so it is not part of the graph.
         do {
+          let recording = allocationRecorder.stop()
+          // This thread ran the scenario and returned from it: what the scenario keeps
+          // alive is in objects (the context, the recording) and globals, while its dead
+          // frames below and the older frames above hold stale words.
           var options = HeapGraph.Options()
-          options.callerStackCeiling = leaksStackCeiling
-          let (recording, leaks) = try LeakAnalysis.stopAndScan(
-            recorder: allocationRecorder, symbolizer: try Symbolizer(), suppressions: configuration.leakSuppressions,
+          options.scanCallerStack = false
+          let leaks = try LeakAnalysis.scan(
+            recording: recording, symbolizer: try Symbolizer(), suppressions: configuration.leakSuppressions,
             options: options)
           allocationRecording = recording
           leaksResult = .success(leaks)

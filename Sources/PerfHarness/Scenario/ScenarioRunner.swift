@@ -1,5 +1,3 @@
-import CPerfHeapScan
-
 /// Runs one scenario under the instruments and turns the recording into a report.
 @MainActor
 public struct ScenarioRunner {
@@ -15,9 +13,6 @@ public struct ScenarioRunner {
   public func run(_ scenario: Scenario, variant: ScenarioVariant, iterations: Int) -> Report {
     precondition(iterations > 0, "iterations must be positive")
     let recording = Recording(configuration: configuration)
-    // The frames above this one are older than the recording: it cannot be referenced from
-    // them, but their stale slots can hold addresses that it reused.
-    recording.leaksStackCeiling = CPerfHeapScan_callerFrameEnd()
     let context = ScenarioContext(variant: variant, iterations: iterations, recording: recording)
     let start = ContinuousClock.now
     var status = RunStatus.passed
@@ -37,9 +32,6 @@ public struct ScenarioRunner {
     if configuration.memoryWarningAtEnd && status == .passed {
       context.simulateMemoryWarning()
     }
-    // The scenario's frames are dead, but their words stay on the stack below this frame,
-    // where the leak scan would take a stale pointer for a root.
-    recording.scrubStackBelowCaller()
     recording.finish()
     let wallTime = ContinuousClock.now - start
     var timeProfile: TimeProfileReport?
