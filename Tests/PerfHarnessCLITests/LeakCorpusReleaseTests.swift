@@ -25,9 +25,10 @@ struct LeakCorpusReleaseTests {
     "self-only-closure": Verdict(cycles: [["LeakSelfOnlyOwner"]: 1], leakedCount: 1),
     "delegate-cycle": Verdict(cycles: [["LeakDelegatingTask", "LeakTaskController"]: 1], leakedCount: 2),
     "weak-and-unowned": Verdict(),
+    // The weak parent's side table (32 bytes, owned by the object) leaks with it.
     "weak-and-unowned-back-references": Verdict(
-      roots: ["LeakWeakParent": 1, "LeakUnownedParent": 1], indirect: ["LeakWeakChild": 1, "LeakUnownedChild": 1],
-      leakedCount: 4),
+      roots: ["LeakWeakParent": 1, "LeakUnownedParent": 1],
+      indirect: ["LeakWeakChild": 1, "LeakUnownedChild": 1, "Malloc 32 Bytes": 1], leakedCount: 5),
     "root-leak": Verdict(roots: ["LeakOrphan": 1], leakedCount: 1),
     "global-cache": Verdict(),
     "global-cycle": Verdict(),
@@ -67,7 +68,7 @@ struct LeakCorpusReleaseTests {
     var seen: Set<String> = []
     for line in result.standardOutput.split(separator: "\n") {
       let report = try JSONDecoder().decode(Report.self, from: Data(line.utf8))
-      let leaks = try #require(report.leaks, "\(report.scenario.name): no leaks section")
+      let leaks = try #require(report.leaks, "\(report.scenario.name): no leaks section (\(report.error ?? ""))")
       #expect(report.environment.buildConfiguration == "release")
       var verdict = Verdict(leakedCount: leaks.leakedCount)
       for cycle in leaks.cycles {

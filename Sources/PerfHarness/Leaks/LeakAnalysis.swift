@@ -371,7 +371,8 @@ enum LeakAnalysis {
       indirectLeaks: indirectLeaks, cycles: cycles,
       unscannedThreads: graph.unscannedThreads, threadsScanned: graph.threadsScanned,
       scanMilliseconds: Double(graph.scanNanoseconds) / 1e6, blocksScanned: nodeCount,
-      edgeCount: graph.edgeCount, suppressedCount: suppressedCount, suppressedBytes: suppressedBytes)
+      holderCount: nodeCount - graph.recordedCount, scannerBytes: graph.scannerBytes, edgeCount: graph.edgeCount,
+      suppressedCount: suppressedCount, suppressedBytes: suppressedBytes)
   }
 
   /// One step of a reported cycle: a node and the edge to the next node.
