@@ -33,10 +33,12 @@ build: setup
 run: build
 	$(SWIFT) run -c $(RUN_CONFIGURATION) perfharness scenario $(ARGS)
 
-## test: the whole test suite (debug build; the end-to-end tests run the built binaries).
+## test: the whole test suite (debug build; the end-to-end tests run the built binaries, and
+##   the leaks corpus in a release build).
 test: setup lint
 	@$(MAKE) --no-print-directory setup SYSTEM_PACKAGES="$(TEST_PACKAGES)"
 	$(SWIFT) build --build-tests -Xswiftc -warnings-as-errors
+	$(SWIFT) build -c release --product perfharness-leak-corpus
 	$(SWIFT) test --skip-build
 	@$(MAKE) --no-print-directory test-tsan
 

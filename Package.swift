@@ -62,6 +62,12 @@ let package = Package(
     // Scenarios that crash or hang, for the robustness tests.
     .executableTarget(
       name: "perfharness-fixtures", dependencies: ["PerfHarnessCLI", "PerfHarness"], path: "Tests/Fixtures/Scenarios"),
+    // The leaks corpus: shared by the in-process tests and an executable that runs each
+    // case as a scenario (built in release by `make test`, checked by a test).
+    .target(name: "LeakCorpusCases", path: "Tests/Fixtures/LeakCorpusCases"),
+    .executableTarget(
+      name: "perfharness-leak-corpus", dependencies: ["PerfHarnessCLI", "PerfHarness", "LeakCorpusCases"],
+      path: "Tests/Fixtures/LeakCorpus"),
     // The README's example of a user's own scenarios, on the public API only.
     .executableTarget(
       name: "perfharness-example", dependencies: ["PerfHarnessCLI", "PerfHarness"],
@@ -84,7 +90,9 @@ let package = Package(
     .testTarget(name: "PhotoSearchTests", dependencies: ["PhotoSearch"]),
     .testTarget(
       name: "PerfHarnessTests",
-      dependencies: ["PerfHarness", .product(name: "PropertyBased", package: "swift-property-based")]),
+      dependencies: [
+        "PerfHarness", "LeakCorpusCases", .product(name: "PropertyBased", package: "swift-property-based"),
+      ]),
     .testTarget(name: "PerfReportsTests", dependencies: ["PerfReports"]),
     .testTarget(
       name: "PerfHarnessCLITests",

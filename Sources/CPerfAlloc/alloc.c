@@ -11,6 +11,7 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -50,11 +51,17 @@ extern void *__libc_memalign(size_t, size_t);
 
 // MARK: - State
 
-enum { STATE_IDLE = 0, STATE_RUNNING = 1, STATE_STOPPED = 2, STATE_BUSY = 3 };
+// STATE_TRACKING: tracking every block from process start, no session yet.
+enum { STATE_IDLE = 0, STATE_RUNNING = 1, STATE_STOPPED = 2, STATE_BUSY = 3, STATE_TRACKING = 4 };
 static _Atomic int32_t g_state = STATE_IDLE;
 
 // The only thing the hooks read when not recording.
 static _Atomic int32_t g_recording;
+// Set from the constructor (PERFHARNESS_TRACK_ALL_BLOCKS=1) until the session starts:
+// the hooks then record every block as preexisting, and nothing else.
+static _Atomic int32_t g_preexistingPhase;
+// The session tracks the blocks allocated before it (the constructor ran).
+static bool g_tracksPreexisting;
 
 static int32_t g_mode;
 static int32_t g_maxDepth;
@@ -171,6 +178,9 @@ static uint64_t sizeKey(uint64_t size) { return ((uint64_t)CPerfAlloc_sizeClass(
 #define SIZE_MASK ((1ull << 40) - 1)
 #define TID_MASK ((1ull << 22) - 1)
 #define OBJECT_BIT (1ull << 62)
+// w1: the block was allocated before the session started (tracked from process start,
+// see CPerfAlloc_preexistingBlocks): it is in no statistic, only in the table.
+#define PREEXISTING_BIT (1ull << 63)
 
 typedef struct Slot {
   uint64_t w0, w1, w2;
@@ -197,6 +207,8 @@ typedef struct __attribute__((aligned(128))) Stripe {
   uint64_t lostFreedKeys;
   FreedSlot *freed;
   uint64_t freedUsed;
+  uint64_t preLive;       // blocks with PREEXISTING_BIT
+  uint64_t preLiveBytes;
 } Stripe;
 _Static_assert(sizeof(Stripe) == 128, "a stripe fills two cache lines, no false sharing");
 
@@ -232,7 +244,7 @@ static bool stripeMap(Stripe *s, uint64_t capacity) {
   s->slots = slots;
   s->capacity = newCapacity;
   s->mappedBytes = bytes;
-  s->used = s->live;
+  s->used = s->live + s->preLive;
   if (old) munmap(old, oldBytes);
   return true;
 }
@@ -241,7 +253,7 @@ static bool stripeMap(Stripe *s, uint64_t capacity) {
 static bool stripeReserve(Stripe *s) {
   if (LIKELY(s->slots && (s->used + 1) * 4 <= s->capacity * 3)) return true;
   uint64_t capacity = s->capacity ? s->capacity : INITIAL_SLOTS;
-  if ((s->live + 1) * 2 > capacity) capacity += capacity / 2;
+  if ((s->live + s->preLive + 1) * 2 > capacity) capacity += capacity / 2;
   return stripeMap(s, capacity);
 }
 
@@ -626,9 +638,74 @@ static int64_t sumLiveBytes(void) {
 }
 
 
+// Before the session: the block's address, size, thread and object flag, nothing else.
+// A block allocated while start() ends the phase becomes a session block without a stack.
+__attribute__((noinline, cold)) static void recordPreexisting(uint64_t address, size_t size, bool object) {
+  uint64_t key = address >> 4;
+  uint64_t h = hashAddress(key);
+  Stripe *s = stripeFor(h);
+  spinLock(&s->lock);
+  if (UNLIKELY(!atomic_load_explicit(&g_recording, memory_order_relaxed))) {
+    spinUnlock(&s->lock);
+    return;
+  }
+  bool before = atomic_load_explicit(&g_preexistingPhase, memory_order_relaxed);
+  if (UNLIKELY((address & 15) || key > ADDR_MASK || !stripeReserve(s))) {
+    if (!before) s->lostBlocks++;
+    spinUnlock(&s->lock);
+    return;
+  }
+  uint64_t generation = before ? 0 : atomic_load_explicit(&g_generation, memory_order_relaxed);
+  if (generation > 0xFFFF) generation = 0xFFFF;
+  uint64_t size40 = size > SIZE_MASK ? SIZE_MASK : size;
+  uint64_t micros = before ? 0 : atomic_load_explicit(&g_nowMicros, memory_order_relaxed);
+  Slot slot = {
+    .w0 = key | (generation << ADDR_BITS),
+    .w1 = size40 | (((uint64_t)currentTid() & TID_MASK) << 40) | (object ? OBJECT_BIT : 0) |
+          (before ? PREEXISTING_BIT : 0),
+    .w2 = micros << 32,
+  };
+  uint64_t capacity = s->capacity;
+  uint64_t i = slotIndex(h, capacity);
+  for (;;) {
+    uint64_t k = s->slots[i].w0 & ADDR_MASK;
+    if (k == KEY_EMPTY) break;
+    if (k == key) {
+      // Never seen freed: forget the old one.
+      uint64_t oldSize = s->slots[i].w1 & SIZE_MASK;
+      if (s->slots[i].w1 & PREEXISTING_BIT) {
+        s->preLive--;
+        s->preLiveBytes -= oldSize;
+      } else {
+        s->live--;
+        __atomic_store_n(&s->liveBytes, s->liveBytes - oldSize, __ATOMIC_RELAXED);
+      }
+      s->used--;
+      break;
+    }
+    i = (i + 1 == capacity) ? 0 : i + 1;
+  }
+  s->used++;
+  s->slots[i] = slot;
+  if (before) {
+    s->preLive++;
+    s->preLiveBytes += size;
+  } else {
+    s->live++;
+    __atomic_store_n(&s->liveBytes, s->liveBytes + size, __ATOMIC_RELAXED);
+    s->allocations++;
+    s->allocatedBytes += size;
+  }
+  spinUnlock(&s->lock);
+}
+
 static void recordAlloc(void *pointer, size_t size, uintptr_t *frame) {
   uint64_t address = (uint64_t)(uintptr_t)pointer;
   bool object = isObjectAllocation(frame);
+  if (UNLIKELY(atomic_load_explicit(&g_preexistingPhase, memory_order_relaxed))) {
+    recordPreexisting(address, size, object);
+    return;
+  }
   uint64_t frames[CPerfAlloc_MaxDepth];
   uintptr_t reads[STACK_CACHE_FRAMES][2];
   uint32_t depth = 0, readCount = 0, stackId = 0;
@@ -686,8 +763,13 @@ static void recordAlloc(void *pointer, size_t size, uintptr_t *frame) {
       if (firstFree == UINT64_MAX) firstFree = i;
     } else if (k == key) {
       // A block we never saw freed (freed by a path that bypasses free): replace it.
-      s->live--;
-      __atomic_store_n(&s->liveBytes, s->liveBytes - (s->slots[i].w1 & SIZE_MASK), __ATOMIC_RELAXED);
+      if (s->slots[i].w1 & PREEXISTING_BIT) {
+        s->preLive--;
+        s->preLiveBytes -= s->slots[i].w1 & SIZE_MASK;
+      } else {
+        s->live--;
+        __atomic_store_n(&s->liveBytes, s->liveBytes - (s->slots[i].w1 & SIZE_MASK), __ATOMIC_RELAXED);
+      }
       s->slots[i].w0 = KEY_TOMBSTONE;
       if (firstFree == UINT64_MAX) firstFree = i;
       break;
@@ -711,16 +793,19 @@ static void recordAlloc(void *pointer, size_t size, uintptr_t *frame) {
 static uint64_t categoryKey(void *pointer, const Slot *slot);
 static void freedAdd(Stripe *s, uint64_t key, uint64_t size);
 
-// Removes `pointer` from its table. Returns whether it was tracked; fills *out. With
-// `aggregate`, also counts the free under its category in the same critical section.
-static bool takeBlock(void *pointer, Slot *out, bool aggregate) {
+enum { TAKE_UNTRACKED = 0, TAKE_TRACKED = 1, TAKE_PREEXISTING = 2 };
+
+// Removes `pointer` from its table; fills *out. Returns TAKE_TRACKED for a block of the
+// session, TAKE_PREEXISTING for one allocated before it (never counted or aggregated).
+// With `aggregate`, also counts the free under its category in the same critical section.
+static int takeBlock(void *pointer, Slot *out, bool aggregate) {
   uint64_t key = (uint64_t)(uintptr_t)pointer >> 4;
   uint64_t h = hashAddress(key);
   Stripe *s = stripeFor(h);
   spinLock(&s->lock);
   if (UNLIKELY(!atomic_load_explicit(&g_recording, memory_order_relaxed) || !s->slots)) {
     spinUnlock(&s->lock);
-    return false;
+    return TAKE_UNTRACKED;
   }
   uint64_t capacity = s->capacity;
   uint64_t i = slotIndex(h, capacity);
@@ -729,7 +814,7 @@ static bool takeBlock(void *pointer, Slot *out, bool aggregate) {
     if (k == KEY_EMPTY) {
       // Allocated before recording started (or untracked): ignore.
       spinUnlock(&s->lock);
-      return false;
+      return TAKE_UNTRACKED;
     }
     if (k == key) break;
     i = (i + 1 == capacity) ? 0 : i + 1;
@@ -737,6 +822,12 @@ static bool takeBlock(void *pointer, Slot *out, bool aggregate) {
   *out = s->slots[i];
   stripeErase(s, i);
   uint64_t size = out->w1 & SIZE_MASK;
+  if (out->w1 & PREEXISTING_BIT) {
+    s->preLive--;
+    s->preLiveBytes -= size;
+    spinUnlock(&s->lock);
+    return TAKE_PREEXISTING;
+  }
   s->live--;
   __atomic_store_n(&s->liveBytes, s->liveBytes - size, __ATOMIC_RELAXED);
   if (aggregate) {
@@ -744,7 +835,7 @@ static bool takeBlock(void *pointer, Slot *out, bool aggregate) {
     freedAdd(s, categoryKey(pointer, out), size);
   }
   spinUnlock(&s->lock);
-  return true;
+  return TAKE_TRACKED;
 }
 
 static uint64_t categoryKey(void *pointer, const Slot *slot) {
@@ -778,8 +869,13 @@ static void putBack(void *pointer, const Slot *slot) {
     if ((s->slots[i].w0 & ADDR_MASK) == KEY_EMPTY) s->used++;
     s->slots[i] = *slot;
     uint64_t size = slot->w1 & SIZE_MASK;
-    s->live++;
-    __atomic_store_n(&s->liveBytes, s->liveBytes + size, __ATOMIC_RELAXED);
+    if (slot->w1 & PREEXISTING_BIT) {
+      s->preLive++;
+      s->preLiveBytes += size;
+    } else {
+      s->live++;
+      __atomic_store_n(&s->liveBytes, s->liveBytes + size, __ATOMIC_RELAXED);
+    }
   }
   spinUnlock(&s->lock);
 }
@@ -787,6 +883,18 @@ static void putBack(void *pointer, const Slot *slot) {
 static void recordFree(void *pointer) {
   Slot slot;
   takeBlock(pointer, &slot, true);
+}
+
+// While every block is tracked for the leaks instrument, new blocks start zeroed (their
+// content is unspecified, so this changes no defined behaviour, as glibc's
+// MALLOC_PERTURB_ does with another byte). A conservative scan reads every word of a live
+// block: uninitialized bytes left from a freed block (spare array capacity, the unused
+// end of an allocator's page, padding) would otherwise hold stale pointers, and a stale
+// pointer to an address reused since reads as a reference that keeps a leak alive.
+static bool g_zeroNewBlocks;
+
+static inline void zeroIfTrackingAll(void *pointer, size_t from, size_t to) {
+  if (UNLIKELY(g_zeroNewBlocks)) memset((char *)pointer + from, 0, to - from);
 }
 
 #if CPERFALLOC_INTERPOSES
@@ -803,7 +911,10 @@ __attribute__((noinline)) static void *mallocRecording(size_t size) {
   if (t_inHook) return __libc_malloc(size);
   t_inHook = 1;
   void *p = __libc_malloc(size);
-  if (p) recordAlloc(p, size, HOOK_FRAME());
+  if (p) {
+    zeroIfTrackingAll(p, 0, size);
+    recordAlloc(p, size, HOOK_FRAME());
+  }
   t_inHook = 0;
   return p;
 }
@@ -847,14 +958,19 @@ __attribute__((noinline)) static void *reallocRecording(void *pointer, size_t si
   t_inHook = 1;
   // Take the old block out before glibc can hand its address to another thread.
   Slot old;
-  bool tracked = pointer && takeBlock(pointer, &old, false);
+  int taken = pointer ? takeBlock(pointer, &old, false) : TAKE_UNTRACKED;
+  bool tracked = taken == TAKE_TRACKED;
   uint64_t oldKey = tracked ? categoryKey(pointer, &old) : 0;
   void *p = __libc_realloc(pointer, size);
   if (!p && size != 0 && pointer) {
-    if (tracked) putBack(pointer, &old);  // failed: the old block is untouched
+    if (taken != TAKE_UNTRACKED) putBack(pointer, &old);  // failed: the old block is untouched
   } else {
     if (tracked) aggregateFree(pointer, &old, oldKey);
-    if (p) recordAlloc(p, size, HOOK_FRAME());
+    if (p) {
+      // Only the grown part is uninitialized (old size known when the block was tracked).
+      if (taken != TAKE_UNTRACKED && size > (old.w1 & SIZE_MASK)) zeroIfTrackingAll(p, old.w1 & SIZE_MASK, size);
+      recordAlloc(p, size, HOOK_FRAME());
+    }
   }
   t_inHook = 0;
   return p;
@@ -878,7 +994,10 @@ __attribute__((noinline)) static void *memalignRecording(size_t alignment, size_
   if (t_inHook) return __libc_memalign(alignment, size);
   t_inHook = 1;
   void *p = __libc_memalign(alignment, size);
-  if (p) recordAlloc(p, size, HOOK_FRAME());
+  if (p) {
+    zeroIfTrackingAll(p, 0, size);
+    recordAlloc(p, size, HOOK_FRAME());
+  }
   t_inHook = 0;
   return p;
 }
@@ -899,7 +1018,10 @@ __attribute__((noinline)) static int posixMemalignRecording(void **out, size_t a
   } else {
     t_inHook = 1;
     p = __libc_memalign(alignment, size);
-    if (p) recordAlloc(p, size, HOOK_FRAME());
+    if (p) {
+      zeroIfTrackingAll(p, 0, size);
+      recordAlloc(p, size, HOOK_FRAME());
+    }
     t_inHook = 0;
   }
   errno = savedErrno;  // posix_memalign reports through its result, never errno
@@ -942,7 +1064,10 @@ __attribute__((noinline)) static void *vallocRecording(size_t size) {
   if (t_inHook) return __libc_memalign(pageSize(), size);
   t_inHook = 1;
   void *p = __libc_memalign(pageSize(), size);
-  if (p) recordAlloc(p, size, HOOK_FRAME());
+  if (p) {
+    zeroIfTrackingAll(p, 0, size);
+    recordAlloc(p, size, HOOK_FRAME());
+  }
   t_inHook = 0;
   return p;
 }
@@ -970,7 +1095,10 @@ __attribute__((noinline)) static void *pvallocRecording(size_t size) {
   if (t_inHook) return __libc_memalign(pageSize(), rounded);
   t_inHook = 1;
   void *p = __libc_memalign(pageSize(), rounded);
-  if (p) recordAlloc(p, rounded, HOOK_FRAME());
+  if (p) {
+    zeroIfTrackingAll(p, 0, rounded);
+    recordAlloc(p, rounded, HOOK_FRAME());
+  }
   t_inHook = 0;
   return p;
 }
@@ -1029,6 +1157,9 @@ static void forkChild(void) {
 static CPerfAlloc_Block *g_blocks;
 static uint64_t g_blockCount;
 static size_t g_blocksBytes;
+static CPerfAlloc_Block *g_preBlocks;
+static uint64_t g_preBlockCount;
+static size_t g_preBlocksBytes;
 static CPerfAlloc_Freed *g_freedSnapshot;
 static uint64_t g_freedCount;
 static size_t g_freedBytes;
@@ -1056,6 +1187,9 @@ static void unmapAll(void) {
   if (g_stackArena) munmap(g_stackArena, (size_t)STACK_ARENA_FRAMES * sizeof(uint64_t));
   if (g_timeline) munmap(g_timeline, pageRound(g_timelineCapacity * sizeof(CPerfAlloc_TimelinePoint)));
   if (g_blocks) munmap(g_blocks, g_blocksBytes);
+  if (g_preBlocks) munmap(g_preBlocks, g_preBlocksBytes);
+  g_preBlocks = NULL;
+  g_preBlockCount = 0;
   if (g_freedSnapshot) munmap(g_freedSnapshot, g_freedBytes);
   g_stackSlots = NULL;
   g_stackArena = NULL;
@@ -1063,6 +1197,22 @@ static void unmapAll(void) {
   g_blocks = NULL;
   g_freedSnapshot = NULL;
   g_blockCount = g_freedCount = 0;
+}
+
+static int registerAtfork(void) {
+  static bool registered;
+  if (registered) return 0;
+  int rc = pthread_atfork(forkPrepare, forkParent, forkChild);
+  if (rc == 0) registered = true;
+  return rc;
+}
+
+// Stops the hooks' tracking of a session that never started (start failed).
+static void endTracking(void) {
+  for (int i = 0; i < STRIPES; i++) spinLock(&g_stripes[i].lock);
+  atomic_store(&g_recording, 0);
+  atomic_store(&g_preexistingPhase, 0);
+  for (int i = STRIPES - 1; i >= 0; i--) spinUnlock(&g_stripes[i].lock);
 }
 
 int32_t CPerfAlloc_start(const CPerfAlloc_Config *config, CPerfAlloc_Error *error) {
@@ -1077,17 +1227,22 @@ int32_t CPerfAlloc_start(const CPerfAlloc_Config *config, CPerfAlloc_Error *erro
       (config->maxDepth < CPerfAlloc_MinDepth || config->maxDepth > CPerfAlloc_MaxDepth))
     return fail(error, CPerfAlloc_ErrorInvalidDepth, "maxDepth", 0);
   int32_t expected = STATE_IDLE;
-  if (!atomic_compare_exchange_strong(&g_state, &expected, STATE_BUSY))
-    return fail(error, CPerfAlloc_ErrorBusy, "start", 0);
+  bool continuing = false;  // the tables already hold the blocks allocated since process start
+  if (!atomic_compare_exchange_strong(&g_state, &expected, STATE_BUSY)) {
+    expected = STATE_TRACKING;
+    if (!atomic_compare_exchange_strong(&g_state, &expected, STATE_BUSY))
+      return fail(error, CPerfAlloc_ErrorBusy, "start", 0);
+    continuing = true;
+  }
 
-  static bool atforkRegistered;
-  if (!atforkRegistered) {
-    int rc = pthread_atfork(forkPrepare, forkParent, forkChild);
-    if (rc != 0) {
-      atomic_store(&g_state, STATE_IDLE);
+  int rc = registerAtfork();
+  if (rc != 0) {
+    if (continuing) {
+      atomic_store(&g_state, STATE_TRACKING);
       return fail(error, CPerfAlloc_ErrorSystem, "pthread_atfork", rc);
     }
-    atforkRegistered = true;
+    atomic_store(&g_state, STATE_IDLE);
+    return fail(error, CPerfAlloc_ErrorSystem, "pthread_atfork", rc);
   }
   lookUpObjectSites();
 
@@ -1102,11 +1257,12 @@ int32_t CPerfAlloc_start(const CPerfAlloc_Config *config, CPerfAlloc_Error *erro
   }
   if (!g_timeline || (g_mode == CPerfAlloc_ModeFullStacks && (!g_stackSlots || !g_stackArena))) {
     int saved = errno;
+    if (continuing) endTracking();
     unmapAll();
     atomic_store(&g_state, STATE_IDLE);
     return fail(error, CPerfAlloc_ErrorSystem, "mmap", saved);
   }
-  for (int i = 0; i < STRIPES; i++) {
+  for (int i = 0; !continuing && i < STRIPES; i++) {
     if (!stripeMap(&g_stripes[i], INITIAL_SLOTS)) {
       int saved = errno;
       unmapAll();
@@ -1128,10 +1284,60 @@ int32_t CPerfAlloc_start(const CPerfAlloc_Config *config, CPerfAlloc_Error *erro
   atomic_store(&g_nowMicros, 0);
   atomic_store(&g_timelineLast, 0);
   timelineAppend(g_startNs, 0);
+  g_tracksPreexisting = continuing;
+  if (continuing) {
+    // From here on, blocks are the session's: the phase ends under every stripe lock, so
+    // each block is on one side of it.
+    for (int i = 0; i < STRIPES; i++) spinLock(&g_stripes[i].lock);
+    atomic_store(&g_preexistingPhase, 0);
+    for (int i = STRIPES - 1; i >= 0; i--) spinUnlock(&g_stripes[i].lock);
+  }
   atomic_store(&g_state, STATE_RUNNING);
   atomic_store(&g_recording, 1);
   return CPerfAlloc_OK;
 }
+
+int32_t CPerfAlloc_trackAllBlocks(void) {
+  int32_t expected = STATE_IDLE;
+  if (!atomic_compare_exchange_strong(&g_state, &expected, STATE_BUSY)) return CPerfAlloc_ErrorBusy;
+  if (registerAtfork() != 0) {
+    atomic_store(&g_state, STATE_IDLE);
+    return CPerfAlloc_ErrorSystem;
+  }
+  lookUpObjectSites();
+  for (int i = 0; i < STRIPES; i++) {
+    if (!stripeMap(&g_stripes[i], INITIAL_SLOTS)) {
+      unmapAll();
+      atomic_store(&g_state, STATE_IDLE);
+      return CPerfAlloc_ErrorSystem;
+    }
+  }
+  atomic_store(&g_preexistingPhase, 1);
+  g_zeroNewBlocks = true;
+  atomic_store(&g_state, STATE_TRACKING);
+  atomic_store(&g_recording, 1);
+  return CPerfAlloc_OK;
+}
+
+// The harness's hook for the leaks instrument (documented in CPerfAlloc.h): a scenario's
+// child process has PERFHARNESS_TRACK_ALL_BLOCKS=1 so that the blocks allocated before its
+// recording are known to the memory graph. It runs from the executable's .preinit_array,
+// before any shared library's initializer (the Swift runtime's first metadata pages, the
+// main thread's Foundation state), with the environment as an argument (libc's own
+// getenv may not be set up yet), and removes the variable so that processes the scenario
+// starts do not pay for it.
+static void trackAllBlocksIfAsked(int argc, char **argv, char **envp) {
+  (void)argc;
+  (void)argv;
+  for (char **entry = envp; entry && *entry; entry++) {
+    if (strcmp(*entry, "PERFHARNESS_TRACK_ALL_BLOCKS=1") != 0) continue;
+    for (char **rest = entry; *rest; rest++) rest[0] = rest[1];
+    (void)CPerfAlloc_trackAllBlocks();
+    return;
+  }
+}
+__attribute__((section(".preinit_array"), used)) static void (*const g_trackAllBlocksAtStart)(int, char **, char **) =
+  trackAllBlocksIfAsked;
 
 int32_t CPerfAlloc_isRecording(void) { return atomic_load_explicit(&g_recording, memory_order_relaxed); }
 
@@ -1175,15 +1381,20 @@ int32_t CPerfAlloc_stop(CPerfAlloc_Error *error) {
   atomic_store(&g_recording, 0);
   g_stopNs = monotonicNs();
 
-  uint64_t live = 0, freedEntries = 0;
+  uint64_t live = 0, freedEntries = 0, preLive = 0;
   for (int i = 0; i < STRIPES; i++) {
     live += g_stripes[i].live;
+    preLive += g_stripes[i].preLive;
     freedEntries += g_stripes[i].freedUsed + (g_stripes[i].lostFreedKeys ? 1 : 0);
   }
   g_blocksBytes = pageRound((live ? live : 1) * sizeof(CPerfAlloc_Block));
   g_blocks = mapBytes(g_blocksBytes);
   g_freedBytes = pageRound((freedEntries ? freedEntries : 1) * sizeof(CPerfAlloc_Freed));
   g_freedSnapshot = mapBytes(g_freedBytes);
+  if (g_tracksPreexisting) {
+    g_preBlocksBytes = pageRound((preLive ? preLive : 1) * sizeof(CPerfAlloc_Block));
+    g_preBlocks = mapBytes(g_preBlocksBytes);
+  }
   int mapErrno = errno;
 
   CPerfAlloc_Stats *st = &g_stats;
@@ -1191,7 +1402,7 @@ int32_t CPerfAlloc_stop(CPerfAlloc_Error *error) {
   st->stopNs = g_stopNs;
   st->mode = g_mode;
   st->swiftObjectSites = g_objectSiteCount;
-  uint64_t n = 0, f = 0;
+  uint64_t n = 0, f = 0, pre = 0;
   for (int i = 0; i < STRIPES; i++) {
     Stripe *s = &g_stripes[i];
     st->totalAllocations += s->allocations;
@@ -1205,8 +1416,15 @@ int32_t CPerfAlloc_stop(CPerfAlloc_Error *error) {
     for (uint64_t j = 0; g_blocks && j < s->capacity; j++) {
       const Slot *slot = &s->slots[j];
       uint64_t key = slot->w0 & ADDR_MASK;
-      if (key <= KEY_TOMBSTONE || n >= live) continue;
-      CPerfAlloc_Block *b = &g_blocks[n++];
+      if (key <= KEY_TOMBSTONE) continue;
+      CPerfAlloc_Block *b;
+      if (slot->w1 & PREEXISTING_BIT) {
+        if (!g_preBlocks || pre >= preLive) continue;
+        b = &g_preBlocks[pre++];
+      } else {
+        if (n >= live) continue;
+        b = &g_blocks[n++];
+      }
       b->address = key << 4;
       b->size = slot->w1 & SIZE_MASK;
       b->tid = (int32_t)((slot->w1 >> 40) & TID_MASK);
@@ -1231,6 +1449,9 @@ int32_t CPerfAlloc_stop(CPerfAlloc_Error *error) {
     }
   }
   g_blockCount = n;
+  g_preBlockCount = pre;
+  st->preexistingBlocks = pre;
+  for (int i = 0; i < STRIPES; i++) st->preexistingBytes += g_stripes[i].preLiveBytes;
   g_freedCount = f;
   (void)sumLiveBytes();  // the peak, including the final state
   int64_t peak = atomic_load(&g_peakLiveBytes);
@@ -1259,6 +1480,12 @@ const CPerfAlloc_Block *CPerfAlloc_blocks(uint64_t *count) {
   bool ok = atomic_load(&g_state) == STATE_STOPPED;
   if (count) *count = ok ? g_blockCount : 0;
   return ok ? g_blocks : NULL;
+}
+
+const CPerfAlloc_Block *CPerfAlloc_preexistingBlocks(uint64_t *count) {
+  bool ok = atomic_load(&g_state) == STATE_STOPPED && g_preBlocks;
+  if (count) *count = ok ? g_preBlockCount : 0;
+  return ok ? g_preBlocks : NULL;
 }
 
 const CPerfAlloc_Freed *CPerfAlloc_freed(uint64_t *count) {

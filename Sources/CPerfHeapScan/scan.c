@@ -265,11 +265,32 @@ typedef struct {
 static int collect_segment(struct dl_phdr_info *info, size_t size, void *data) {
   (void)size;
   Vec *ranges = data;
+  // glibc's own data is malloc's state: its bins point at free chunk headers, and a
+  // chunk header lies inside the block before it (its last 8 bytes hold the header's
+  // first word), so those words read as references to whatever block precedes a free
+  // chunk. Nothing the program allocates is kept alive from there.
+  const char *name = info->dlpi_name;
+  size_t length = name ? strlen(name) : 0;
+  if (length >= 10 && strcmp(name + length - 10, "/libc.so.6") == 0) return 0;
   for (int i = 0; i < info->dlpi_phnum; i++) {
     const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
     if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_W)) continue;
     Range r = {info->dlpi_addr + ph->p_vaddr, info->dlpi_addr + ph->p_vaddr + ph->p_memsz};
     vec_push(ranges, &r);
+  }
+  return 0;
+}
+
+/// Sums the static TLS blocks of the loaded images (x86_64: they lie below the thread
+/// pointer, after glibc's surplus).
+static int sum_tls(struct dl_phdr_info *info, size_t size, void *data) {
+  (void)size;
+  uint64_t *total = data;
+  for (int i = 0; i < info->dlpi_phnum; i++) {
+    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+    if (ph->p_type != PT_TLS) continue;
+    uint64_t align = ph->p_align ? ph->p_align : 1;
+    *total += (ph->p_memsz + align - 1) / align * align;
   }
   return 0;
 }
@@ -280,6 +301,7 @@ typedef struct {
   _Atomic int32_t tid;
   _Atomic int32_t state;  // 0 signalled, 1 parked, 2 resumed
   uint64_t rsp;
+  uint64_t tp;  // thread pointer (%fs:0): the thread's TCB, static TLS just below it
   uint64_t regs[NGREG];
 } Slot;
 
@@ -321,6 +343,9 @@ static void park_handler(int sig, siginfo_t *info, void *context) {
   ucontext_t *uc = context;
   for (int r = 0; r < NGREG; r++) slot->regs[r] = (uint64_t)uc->uc_mcontext.gregs[r];
   slot->rsp = (uint64_t)uc->uc_mcontext.gregs[REG_RSP];
+  uint64_t tp;
+  __asm__ volatile("mov %%fs:0, %0" : "=r"(tp));
+  slot->tp = tp;
   atomic_store(&slot->state, 1);
   while (!atomic_load(&g_release)) {
     syscall(SYS_futex, &g_release, FUTEX_WAIT_PRIVATE, 0, NULL, NULL, 0);
@@ -419,6 +444,21 @@ static void scan_words(Scanner *sc, const uint64_t *words, uint64_t n, uint8_t m
   }
 }
 
+/// The words of an array buffer that hold its header and live elements. Swift sizes the
+/// capacity by malloc_usable_size, so elements may lie past the requested size `n` words
+/// (but inside the chunk).
+static uint64_t array_live_words(const uint64_t *words, uint64_t n) {
+  uint64_t count = words[2], capacity = words[3] >> 1;
+  if (capacity == 0 || count > capacity) return n;
+  // glibc's chunk header: size | flags. The usable size is at most size - 8.
+  uint64_t chunk = words[-1] & ~7ull;
+  if (chunk < 48 || chunk < n * 8 || chunk > n * 8 + 8192) return n;  // not a plausible header
+  uint64_t usableWords = (chunk - 8) / 8;
+  uint64_t strideBound = (chunk - 8 - 32) / capacity;
+  uint64_t liveWords = (32 + count * strideBound + 7) / 8;
+  return liveWords < usableWords ? liveWords : usableWords;
+}
+
 static void scan_blocks(Scanner *sc) {
   const Index *ix = sc->ix;
   const CPerfHeapScan_Block *blocks = ix->blocks;
@@ -431,6 +471,18 @@ static void scan_blocks(Scanner *sc) {
     const uint64_t *words = (const uint64_t *)blk->start;
     uint64_t n = blk->size / 8;
     int swift = (blk->flags & CPerfHeapScan_BlockSwiftObject) != 0;
+    if ((blk->flags & CPerfHeapScan_BlockArrayStorage) && n >= 4 && !(sc->marks[i] & CPerfHeapScan_MarkUnreadable))
+      n = array_live_words(words, n);
+    if (blk->flags & CPerfHeapScan_BlockHolder) {
+      // Word 1 of an object is its refcount: never a pointer worth following here.
+      if (swift && n >= 2) {
+        scan_words(sc, words, 1, CPerfHeapScan_MarkHeldByHolder);
+        scan_words(sc, words + 2, n - 2, CPerfHeapScan_MarkHeldByHolder);
+      } else {
+        scan_words(sc, words, n, CPerfHeapScan_MarkHeldByHolder);
+      }
+      continue;
+    }
     for (uint64_t w = 0; w < n; w++) {
       if (swift && w == 1) {
         uint64_t rc = words[1];
@@ -489,7 +541,8 @@ static void classify_blocks(Scanner *sc, const Vec *maps) {
 }
 
 static int32_t scan_impl(const CPerfHeapScan_Block *blocks, uint64_t count, const CPerfHeapScan_Options *options,
-                         CPerfHeapScan_Result *result) {
+                         int32_t callerTid, CPerfHeapScan_Result *result) {
+  int skipCallerStack = options ? options->skipCallerStack : 0;
   int scanGlobals = options ? options->scanGlobals : 1;
   int scanThreads = options ? options->scanThreads : 1;
   int sig = options && options->signalNumber ? options->signalNumber : SIGPROF;
@@ -522,6 +575,12 @@ static int32_t scan_impl(const CPerfHeapScan_Block *blocks, uint64_t count, cons
   }
   // Everything that may take a lock another thread could hold happens before the stop.
   if (scanGlobals) dl_iterate_phdr(collect_segment, &segments);
+  // Below the thread pointer: every image's static TLS plus glibc's surplus (a few KiB);
+  // above it, struct pthread (its pthread_setspecific slots). The main thread's lie in a
+  // mapping of ld.so's, not on its stack. Not the whole mapping: neighbouring anonymous
+  // mappings merge with it, and one may hold the scanner's own block list.
+  uint64_t tlsBelow = 16384, tlsAbove = 4096;
+  if (scanThreads) dl_iterate_phdr(sum_tls, &tlsBelow);
   if (scanThreads) {
     if (list_threads(&tids, (int32_t)syscall(SYS_gettid)) != 0) {
       status = errno;
@@ -602,7 +661,10 @@ static int32_t scan_impl(const CPerfHeapScan_Block *blocks, uint64_t count, cons
         int32_t state = atomic_load(&s->state);
         if (state == 3) continue;
         uint64_t sp;
-        if (state == 1) {
+        int skipStack = skipCallerStack && tid[i] == callerTid;
+        if (skipStack) {
+          if (state == 1) result->threadCount++;
+        } else if (state == 1) {
           scan_words(&sc, s->regs, NGREG, CPerfHeapScan_MarkStackRoot);
           sp = s->rsp - 128;  // red zone
           result->threadCount++;
@@ -614,11 +676,31 @@ static int32_t scan_impl(const CPerfHeapScan_Block *blocks, uint64_t count, cons
           if (sp == 0) continue;
           sp -= 128;
         }
-        const Mapping *m = find_mapping(&maps, sp + 128);
-        if (!m || !m->readable) continue;
-        if (sp < m->start) sp = m->start;
-        scan_root_range(&sc, sp, m->end, CPerfHeapScan_MarkStackRoot);
-        result->rootBytes += m->end - sp;
+        const Mapping *m = NULL;
+        if (!skipStack) {
+          m = find_mapping(&maps, sp + 128);
+          if (!m || !m->readable) continue;
+          if (sp < m->start) sp = m->start;
+          scan_root_range(&sc, sp, m->end, CPerfHeapScan_MarkStackRoot);
+          result->rootBytes += m->end - sp;
+        } else {
+          m = find_mapping(&maps, s->tp);  // its TLS lies on its stack unless it is the main thread
+          if (m && s->tp + 4096 <= m->end) {
+            uint64_t from = s->tp - m->start > tlsBelow ? s->tp - tlsBelow : m->start;
+            scan_root_range(&sc, from, s->tp + 4096, CPerfHeapScan_MarkStackRoot);
+            result->rootBytes += s->tp + 4096 - from;
+          }
+          continue;
+        }
+        // The main thread's TCB and static TLS are not on its stack (ld.so allocates them):
+        // its pthread_setspecific values and TLS variables are roots too.
+        const Mapping *t = state == 1 ? find_mapping(&maps, s->tp) : NULL;
+        if (t && t != m && t->readable) {
+          uint64_t from = s->tp - t->start > tlsBelow ? s->tp - tlsBelow : t->start;
+          uint64_t to = t->end - s->tp > tlsAbove ? s->tp + tlsAbove : t->end;
+          scan_root_range(&sc, from, to, CPerfHeapScan_MarkStackRoot);
+          result->rootBytes += to - from;
+        }
       }
     }
     scan_blocks(&sc);
@@ -677,12 +759,13 @@ typedef struct {
   uint64_t count;
   const CPerfHeapScan_Options *options;
   CPerfHeapScan_Result *result;
+  int32_t callerTid;
   int32_t status;
 } ScanJob;
 
 static void *scan_thread(void *argument) {
   ScanJob *job = argument;
-  job->status = scan_impl(job->blocks, job->count, job->options, job->result);
+  job->status = scan_impl(job->blocks, job->count, job->options, job->callerTid, job->result);
   return NULL;
 }
 
@@ -699,7 +782,7 @@ int32_t CPerfHeapScan_scan(const CPerfHeapScan_Block *blocks, uint64_t count, co
   CPerfHeapScan_scrubStack(32768);
   // The scan runs on its own thread, whose stack is not a root: nothing the scanner
   // computes can keep a block alive.
-  ScanJob job = {blocks, count, options, result, 0};
+  ScanJob job = {blocks, count, options, result, (int32_t)syscall(SYS_gettid), 0};
   pthread_attr_t attr;
   pthread_attr_init(&attr);
   pthread_attr_setstacksize(&attr, 1 << 20);

@@ -15,6 +15,13 @@ struct ScenarioProcess {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
     process.arguments = childArguments(scenario.name, variant: variant, iterations: iterations, result: result.path)
+    if options.recordingConfiguration.instruments.contains(.leaks) {
+      // The interposer then tracks every block from the child's start, so the leak scan
+      // knows the blocks allocated before the recording (CPerfAlloc_trackAllBlocks).
+      var environment = ProcessInfo.processInfo.environment
+      environment["PERFHARNESS_TRACK_ALL_BLOCKS"] = "1"
+      process.environment = environment
+    }
     let errors = Pipe()
     process.standardError = errors
     process.standardOutput = FileHandle.standardError

@@ -170,6 +170,7 @@ for _ in 0..<2 {
 // graph is all of them).
 var scanTimes: [Double] = []
 var scannedBlocks: [Double] = []
+var scannerMegabytes: [Double] = []
 for _ in 0..<3 {
   keptForOverhead = []
   let report = MainActor.assumeIsolated {
@@ -179,6 +180,7 @@ for _ in 0..<3 {
   if let leaks = report.leaks {
     scanTimes.append(leaks.analysisMilliseconds)
     scannedBlocks.append(Double(leaks.blocksScanned))
+    scannerMegabytes.append(Double(leaks.scannerBytes ?? 0) / 1_048_576)
   }
 }
 let plainChurn = median(allocationTimes["plain"] ?? [])
@@ -197,10 +199,10 @@ let scanTime = median(scanTimes)
 figures.append(
   Figure(
     name: "Leaks: memory graph scan of ~1 M live blocks", measured: scanTime, unit: "ms", target: "< 2000 ms",
-    meetsTarget: scanTime < 2000,
+    meetsTarget: scanTime < 2000 && median(scannerMegabytes) < 64,
     detail: String(
-      format: "median of %d scans of %.0f blocks (graph and classification); extra memory not measured here",
-      scanTimes.count, median(scannedBlocks))))
+      format: "median of %d scans of %.0f blocks (graph and classification); scanner's mapped memory %.1f MiB (< 64)",
+      scanTimes.count, median(scannedBlocks), median(scannerMegabytes))))
 let perBlock = median(bytesPerBlock)
 figures.append(
   Figure(

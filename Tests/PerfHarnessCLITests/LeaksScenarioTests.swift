@@ -7,28 +7,49 @@ import Testing
 struct LeaksScenarioTests {
   let perfharness = try! BuiltBinary("perfharness")
 
-  private func leaks(_ scenario: String, variant: String) throws -> (Report, URL) {
+  private func leaks(_ scenario: String, variant: String, iterations: Int = 3) throws -> (Report, URL) {
     let directory = try temporaryDirectory()
     let result = try perfharness.run([
-      "scenario", scenario, "--variant", variant, "--iterations", "3", "--instruments", "allocations,leaks",
-      "--format", "json", "--output", directory.path,
+      "scenario", scenario, "--variant", variant, "--iterations", String(iterations), "--instruments",
+      "allocations,leaks", "--format", "json", "--output", directory.path,
     ])
     #expect(result.status == 0, "\(result.standardError)")
     return (try JSONDecoder().decode(Report.self, from: Data(result.standardOutput.utf8)), directory)
   }
 
   @Test(
-    "fixed: no results screen, cell or closure context is reported leaked",
-    arguments: ["closure-retain-cycles", "search-drill-downs"])
-  func fixedHasNoAppLeaks(scenario: String) throws {
+    "fixed: no leak at all, not even outside the app",
+    arguments: ["closure-retain-cycles", "search-drill-downs", "filtered-thumbnail-scrolling"])
+  func fixedHasNoLeaks(scenario: String) throws {
     let (report, directory) = try leaks(scenario, variant: "fixed")
     defer { try? FileManager.default.removeItem(at: directory) }
     let leaks = try #require(report.leaks)
     #expect(leaks.blocksScanned > 0)
-    let leakedTypes = Set(
-      leaks.rootLeaks.map(\.type) + leaks.indirectLeaks.map(\.type) + leaks.cycles.flatMap { $0.nodes.map(\.type) })
-    #expect(leakedTypes.filter { $0.hasPrefix("PhotoSearch.") }.isEmpty, "\(leakedTypes)")
+    #expect(leaks.leakedCount == 0, "\(leaks.rootLeaks.map { "\($0.count) \($0.type)" })")
+    #expect(leaks.leakedBytes == 0)
     #expect(leaks.cycles.isEmpty)
+    #expect(leaks.rootLeaks.isEmpty && leaks.indirectLeaks.isEmpty)
+  }
+
+  @Test("starter: one retain cycle per drill-down, through the controller and a closure", arguments: [3, 5])
+  func starterHasOneCyclePerIteration(iterations: Int) throws {
+    let (report, directory) = try leaks("closure-retain-cycles", variant: "starter", iterations: iterations)
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let leaks = try #require(report.leaks)
+    #expect(leaks.cycles.count == 1, "\(leaks.cycles.map { $0.nodes.map(\.type) })")
+    let cycle = try #require(leaks.cycles.first)
+    #expect(cycle.instances == iterations)
+    let types = cycle.nodes.map(\.type)
+    #expect(types.contains("PhotoSearch.SearchResultsViewController"))
+    #expect(types.contains { $0.hasPrefix("closure context") })
+    #expect(cycle.edges.count == cycle.nodes.count)
+    // The cycle is closed: each node's edge leads to the next.
+    #expect(cycle.edges.allSatisfy { $0.to == ($0.from + 1) % cycle.nodes.count })
+    // What the cycle holds is indirect: cells are neither roots nor cycles of their own.
+    #expect(leaks.rootLeaks.isEmpty, "\(leaks.rootLeaks.map { "\($0.count) \($0.type)" })")
+    let indirectCells = leaks.indirectLeaks.first { $0.type == "PhotoSearch.SearchResultsCollectionViewCell" }
+    #expect((indirectCells?.count ?? 0) > 0)
+    #expect(leaks.indirectLeakCount + cycle.nodes.count * iterations == leaks.leakedCount)
   }
 
   @Test("starter: a cycle found is drawn as Graphviz next to the report")

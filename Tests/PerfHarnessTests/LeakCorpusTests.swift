@@ -1,177 +1,18 @@
 import CPerfHeapScan
 import Foundation
+import LeakCorpusCases
 import Synchronization
 import Testing
 
 @testable import PerfHarness
 
-// The leaks corpus: each case builds its objects in an @inline(never) function that
-// returns nothing (no stack slot of the test keeps them), with class names unique to the
-// case, and the test looks only at blocks of that case's types (other tests allocate in
-// parallel and are recorded too).
-
-// A two-object cycle.
-final class LeakTwoA { var b: LeakTwoB? }
-final class LeakTwoB { var a: LeakTwoA? }
-
-// A closure capturing self strongly plus another capture, stored in a property.
-final class LeakClosureOwner {
-  var value = 0
-  var handler: (() -> Void)?
-  func setUp(other: LeakClosureOther) { handler = { self.value += other.amount } }
-}
-final class LeakClosureOther { var amount = 1 }
-
-// A closure capturing only self (self is the context).
-final class LeakSelfOnlyOwner {
-  var value = 0
-  var handler: (() -> Void)?
-  func setUp() { handler = { self.value += 1 } }
-}
-
-// A strong delegate cycle.
-protocol LeakStrongDelegate: AnyObject { func didFinish() }
-final class LeakDelegatingTask { var delegate: LeakStrongDelegate? }
-final class LeakTaskController: LeakStrongDelegate {
-  var task = LeakDelegatingTask()
-  func didFinish() {}
-}
-
-// [weak self], weak delegate, unowned: no cycles.
-final class LeakWeakSelfOwner {
-  var value = 0
-  var handler: (() -> Void)?
-  func setUp() { handler = { [weak self] in self?.value += 1 } }
-}
-protocol LeakWeakDelegateProtocol: AnyObject { func didFinish() }
-final class LeakWeakDelegatingTask { weak var delegate: LeakWeakDelegateProtocol? }
-final class LeakWeakTaskController: LeakWeakDelegateProtocol {
-  var task = LeakWeakDelegatingTask()
-  func didFinish() {}
-}
-final class LeakCustomer {
-  var card: LeakCard?
-}
-final class LeakCard {
-  unowned let customer: LeakCustomer
-  init(customer: LeakCustomer) { self.customer = customer }
-}
-// Leaked on purpose, with a weak / unowned back reference: a root leak and an indirect
-// leak, never a cycle.
-final class LeakWeakParent { var child: LeakWeakChild? }
-final class LeakWeakChild { weak var parent: LeakWeakParent? }
-final class LeakUnownedParent { var child: LeakUnownedChild? }
-final class LeakUnownedChild {
-  unowned let parent: LeakUnownedParent
-  init(parent: LeakUnownedParent) { self.parent = parent }
-}
-
-// A root leak: the only pointer is dropped.
-final class LeakOrphan { var payload = (1, 2, 3) }
-
-// Reachable from globals: not leaks.
-final class LeakCachedItem { var bytes = [UInt8](repeating: 1, count: 32) }
-enum LeakGlobalCache {
-  nonisolated(unsafe) static var items: [Int: LeakCachedItem] = [:]
-}
-final class LeakGlobalCycleA { var b: LeakGlobalCycleB? }
-final class LeakGlobalCycleB { var a: LeakGlobalCycleA? }
-enum LeakGlobalCycleHolder {
-  nonisolated(unsafe) static var root: LeakGlobalCycleA?
-}
-
-// N identical cycles.
-final class LeakManyA { var b: LeakManyB? }
-final class LeakManyB { var a: LeakManyA? }
-
-// Suppressed.
-final class LeakSuppressedOrphan { var value = 0 }
-
-// Held by another thread's stack while it is parked.
-final class LeakThreadHeld { var value = 0 }
-
-enum LeakCorpus {
-  /// Allocates in a function of its own and returns the object: in release builds the
-  /// optimizer would otherwise promote a case's objects that never escape the case to the
-  /// stack (a cycle that never escapes is never on the heap, so never leaks).
-  @inline(never) static func make<T: AnyObject>(_ build: () -> T) -> T { build() }
-
-  @inline(never) static func twoObjectCycle() {
-    let a = make(LeakTwoA.init)
-    let b = make(LeakTwoB.init)
-    a.b = b
-    b.a = a
-  }
-
-  @inline(never) static func closureWithOtherCapture() {
-    let owner = LeakClosureOwner()
-    owner.setUp(other: LeakClosureOther())
-  }
-
-  @inline(never) static func selfOnlyClosure() {
-    LeakSelfOnlyOwner().setUp()
-  }
-
-  @inline(never) static func delegateCycle() {
-    let controller = make(LeakTaskController.init)
-    controller.task.delegate = controller
-  }
-
-  @inline(never) static func weakAndUnowned() {
-    let owner = LeakWeakSelfOwner()
-    owner.setUp()
-    owner.handler?()
-    let controller = LeakWeakTaskController()
-    controller.task.delegate = controller
-    let customer = LeakCustomer()
-    customer.card = LeakCard(customer: customer)
-  }
-
-  @inline(never) static func leakedWithWeakAndUnownedBackReferences() {
-    let weakParent = make(LeakWeakParent.init)
-    let weakChild = make(LeakWeakChild.init)
-    weakParent.child = weakChild
-    weakChild.parent = weakParent
-    _ = Unmanaged.passRetained(weakParent)
-    let unownedParent = make(LeakUnownedParent.init)
-    unownedParent.child = LeakUnownedChild(parent: unownedParent)
-    _ = Unmanaged.passRetained(unownedParent)
-  }
-
-  @inline(never) static func orphan() {
-    _ = Unmanaged.passRetained(make(LeakOrphan.init))
-  }
-
-  @inline(never) static func globalCache() {
-    for key in 0..<100 { LeakGlobalCache.items[key] = LeakCachedItem() }
-  }
-
-  @inline(never) static func globalCycle() {
-    let a = LeakGlobalCycleA()
-    let b = LeakGlobalCycleB()
-    a.b = b
-    b.a = a
-    LeakGlobalCycleHolder.root = a
-  }
-
-  @inline(never) static func manyCycles() {
-    for _ in 0..<ProcessWideRecording.LeakCorpusTests.manyCount {
-      let a = make(LeakManyA.init)
-      let b = make(LeakManyB.init)
-      a.b = b
-      b.a = a
-    }
-  }
-
-  @inline(never) static func suppressedOrphan() {
-    _ = Unmanaged.passRetained(make(LeakSuppressedOrphan.init))
-  }
-}
+// The leaks corpus (Tests/Fixtures/LeakCorpusCases), in process: each test looks only at
+// blocks of its case's types (other tests allocate in parallel and are recorded too).
 
 extension ProcessWideRecording {
   @Suite(.serialized)
   struct LeakCorpusTests {
-    static let manyCount = 25
+    static let manyCount = LeakCorpus.manyCount
 
     /// Records `body`, scrubs the stack it ran on, scans.
     @inline(never)
@@ -204,7 +45,8 @@ extension ProcessWideRecording {
     }
 
     static func short(_ type: String) -> String {
-      String(type.split(separator: ".").last ?? Substring(type))
+      if type.hasPrefix("closure context") { return "closure context" }
+      return String(type.split(separator: ".").last ?? Substring(type))
     }
 
     @Test func twoObjectCycle() throws {
@@ -231,6 +73,10 @@ extension ProcessWideRecording {
       #expect(Set(cycle.nodes.map { Self.short($0.type) }) == ["LeakClosureOwner", "closure context"])
       #expect(cycle.edges.contains { $0.name == "handler" })
       #expect(cycle.edges.contains { $0.name?.hasPrefix("capture #") == true })
+      // The capture descriptor names what the context holds, in its type and its edges.
+      let context = try #require(cycle.nodes.first { $0.type.hasPrefix("closure context") })
+      #expect(context.type.contains("LeakClosureOwner") && context.type.contains("LeakClosureOther"))
+      #expect(cycle.edges.contains { $0.name?.hasSuffix(": LeakCorpusCases.LeakClosureOwner") == true })
       // The other capture is held only by the leaked context: an indirect leak.
       #expect(report.indirectLeaks.contains { $0.type.hasSuffix("LeakClosureOther") && $0.count == 1 })
       #expect(cycle.neighbors.contains { $0.type.hasSuffix("LeakClosureOther") })

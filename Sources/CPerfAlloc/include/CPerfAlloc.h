@@ -134,7 +134,18 @@ typedef struct CPerfAlloc_Stats {
   uint64_t stackTableBytes;   // bytes touched by the stack table (slots + frames)
   uint32_t swiftObjectSites;  // runtime call sites recognized as object allocations
   int32_t mode;
+  uint64_t preexistingBlocks; // at stop, tracked from process start (CPerfAlloc_trackAllBlocks)
+  uint64_t preexistingBytes;
 } CPerfAlloc_Stats;
+
+/// Tracks every block from now on, before any session, so that the next session's
+/// snapshot also lists the blocks allocated before it (CPerfAlloc_preexistingBlocks): the
+/// leaks instrument scans them as holders. Those blocks count in no statistic. Called
+/// from this target's constructor when the environment has PERFHARNESS_TRACK_ALL_BLOCKS=1
+/// (the harness sets it for a scenario's child process; the constructor removes it from
+/// the environment). Blocks that shared libraries' initializers allocated before that
+/// constructor ran stay unknown. Returns 0 or CPerfAlloc_ErrorBusy / CPerfAlloc_ErrorSystem.
+int32_t CPerfAlloc_trackAllBlocks(void);
 
 /// Starts a session. Returns 0, or an error code with details in *error.
 int32_t CPerfAlloc_start(const CPerfAlloc_Config *config, CPerfAlloc_Error *error);
@@ -152,6 +163,9 @@ int32_t CPerfAlloc_isRecording(void);
 /// Valid only between stop and release. Counts are returned through the out parameters.
 void CPerfAlloc_stats(CPerfAlloc_Stats *stats);
 const CPerfAlloc_Block *CPerfAlloc_blocks(uint64_t *count);
+/// Blocks allocated before the session (tracked since CPerfAlloc_trackAllBlocks) and still
+/// live at stop: address, size, tid, flags and metadata only. NULL when not tracked.
+const CPerfAlloc_Block *CPerfAlloc_preexistingBlocks(uint64_t *count);
 const CPerfAlloc_Freed *CPerfAlloc_freed(uint64_t *count);
 const CPerfAlloc_Mark *CPerfAlloc_marks(uint64_t *count);
 const CPerfAlloc_TimelinePoint *CPerfAlloc_timeline(uint64_t *count);

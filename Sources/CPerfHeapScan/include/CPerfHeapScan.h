@@ -30,6 +30,16 @@ enum {
   CPerfHeapScan_BlockSwiftObject = 1,
   /// Do not scan this block's words.
   CPerfHeapScan_BlockNoScan = 2,
+  /// A holder: its words are roots (the blocks they point to get
+  /// CPerfHeapScan_MarkHeldByHolder) and it has no edges of its own. The leaks instrument
+  /// passes the blocks allocated before the recording this way: they cannot be reported,
+  /// but whatever they hold is alive.
+  CPerfHeapScan_BlockHolder = 4,
+  /// A Swift array buffer (header: metadata, refcount, count, capacity << 1 | flag; then
+  /// the elements): only the header and the first `count` elements are scanned, since the
+  /// spare capacity holds stale words. The element stride is bounded from above by the
+  /// glibc chunk size over the capacity, so no live element is skipped.
+  CPerfHeapScan_BlockArrayStorage = 8,
 };
 
 /// 16 bytes per block.
@@ -63,6 +73,7 @@ enum {
   CPerfHeapScan_MarkStackRoot = 2,     // pointed to from a stack or registers
   CPerfHeapScan_MarkSideTable = 4,     // a Swift weak-reference side table
   CPerfHeapScan_MarkUnreadable = 8,    // not inside a readable mapping: not scanned
+  CPerfHeapScan_MarkHeldByHolder = 16, // pointed to from a CPerfHeapScan_BlockHolder block
 };
 
 typedef struct CPerfHeapScan_Options {
@@ -77,6 +88,11 @@ typedef struct CPerfHeapScan_Options {
   int32_t parkTimeoutMs;   // 0: 500
   /// Non-zero: fill result->rootSources ("why is this block alive?").
   int32_t recordRootSources;
+  /// Non-zero: the calling thread's stack and registers are not roots (its TLS still is).
+  /// For a caller that ran the recorded code and returned from it: what it still holds
+  /// alive lives in objects (holders), not in its frames, while the frames hold stale
+  /// words, and a stale word whose address was reused reads as a root.
+  int32_t skipCallerStack;
 } CPerfHeapScan_Options;
 
 typedef struct CPerfHeapScan_Result {

@@ -83,6 +83,10 @@ struct AllocationRecording: Sendable {
   var stackTableBytes: Int
   /// Runtime call sites recognized as Swift object allocations (0: no types).
   var swiftObjectSites: Int
+  /// Blocks allocated before the recording and still live at its end, when the process
+  /// tracked every block from its start (`CPerfAlloc_trackAllBlocks`); else empty. The
+  /// leaks instrument scans them as holders; no statistic counts them.
+  var preexistingBlocks: [RecordedBlock] = []
 
   func category(for key: AllocationCategoryKey) -> AllocationCategory {
     if let known = categories[key] { return known }
@@ -177,18 +181,18 @@ final class AllocationRecorder: Sendable {
     CPerfAlloc_stats(&stats)
 
     var count: UInt64 = 0
-    var liveBlocks: [RecordedBlock] = []
-    if let blocks = CPerfAlloc_blocks(&count) {
-      liveBlocks.reserveCapacity(Int(count))
-      for block in UnsafeBufferPointer(start: blocks, count: Int(count)) {
-        liveBlocks.append(
-          RecordedBlock(
-            address: UInt(block.address), size: Int(block.size), metadata: UInt(block.metadata),
-            isSwiftObject: block.flags & UInt32(CPerfAlloc_BlockSwiftObject) != 0,
-            timestampNanoseconds: block.timestampNs, stackID: block.stackId,
-            generation: Int(block.generation), threadID: block.tid))
+    func recordedBlocks(_ blocks: UnsafePointer<CPerfAlloc_Block>?, count: UInt64) -> [RecordedBlock] {
+      guard let blocks else { return [] }
+      return UnsafeBufferPointer(start: blocks, count: Int(count)).map { block in
+        RecordedBlock(
+          address: UInt(block.address), size: Int(block.size), metadata: UInt(block.metadata),
+          isSwiftObject: block.flags & UInt32(CPerfAlloc_BlockSwiftObject) != 0,
+          timestampNanoseconds: block.timestampNs, stackID: block.stackId,
+          generation: Int(block.generation), threadID: block.tid)
       }
     }
+    let liveBlocks = recordedBlocks(CPerfAlloc_blocks(&count), count: count)
+    let preexistingBlocks = recordedBlocks(CPerfAlloc_preexistingBlocks(&count), count: count)
 
     var freed: [AllocationCategoryKey: FreedAggregate] = [:]
     if let entries = CPerfAlloc_freed(&count) {
@@ -238,6 +242,8 @@ final class AllocationRecorder: Sendable {
     }
     for block in liveBlocks { name(block.categoryKey) }
     for key in freed.keys { name(key) }
+    // The scan reads array storage headers of holders too.
+    for block in preexistingBlocks where block.isSwiftObject { name(block.categoryKey) }
 
     return AllocationRecording(
       mode: mode, startNanoseconds: stats.startNs, stopNanoseconds: stats.stopNs, liveBlocks: liveBlocks,
@@ -247,7 +253,7 @@ final class AllocationRecorder: Sendable {
       liveBytesAtEnd: Int(stats.liveBytes), lostBlocks: Int(stats.lostBlocks), lostStacks: Int(stats.lostStacks),
       lostFreedKeys: Int(stats.lostFreedKeys), lostTimeline: Int(stats.lostTimeline),
       blockTableBytes: Int(stats.blockTableBytes), stackTableBytes: Int(stats.stackTableBytes),
-      swiftObjectSites: Int(stats.swiftObjectSites))
+      swiftObjectSites: Int(stats.swiftObjectSites), preexistingBlocks: preexistingBlocks)
   }
 }
 

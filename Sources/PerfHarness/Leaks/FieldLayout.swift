@@ -14,7 +14,11 @@ struct FieldInfo: Sendable, Hashable {
   var offset: Int
   var typeName: String
   var ownership: FieldOwnership
+  /// Bytes the stored value takes (`MemoryLayout.size` of its type).
+  var size: Int = 8
 }
+
+private func storedSize<T>(_: T.Type) -> Int { MemoryLayout<T>.size }
 
 /// Reads the stored-property layout of Swift classes from their metadata: names and
 /// offsets from the runtime's reflection (`_forEachField`, superclass fields included),
@@ -35,7 +39,7 @@ struct FieldLayoutReader {
       fields.append(
         FieldInfo(
           name: fieldName, offset: offset, typeName: _typeName(fieldType, qualified: false),
-          ownership: ownership[fieldName] ?? .strong))
+          ownership: ownership[fieldName] ?? .strong, size: _openExistential(fieldType, do: storedSize)))
       return true
     }
     fields.sort { $0.offset < $1.offset }
@@ -43,11 +47,13 @@ struct FieldLayoutReader {
     return fields
   }
 
-  /// The field that holds `offset` (a pointer-sized slot inside it).
+  /// The field that holds `offset` (a pointer-sized slot inside it); nil past the last
+  /// stored property (tail-allocated elements of a buffer class).
   mutating func field(ofClassMetadata metadata: UInt, at offset: Int) -> FieldInfo? {
     let fields = fields(ofClassMetadata: metadata)
     var best: FieldInfo?
     for field in fields where field.offset <= offset { best = field }
+    guard let best, offset < best.offset + max(best.size, 8) else { return nil }
     return best
   }
 

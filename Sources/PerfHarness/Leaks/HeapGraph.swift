@@ -23,8 +23,12 @@ struct HeapScanError: Error, CustomStringConvertible {
 /// `edgeStart[n] ..< edgeStart[n + 1]`, with `edgeTarget` and `edgeOffset` (byte offset
 /// in the source block, plus `CPerfHeapScan_Edge*` flags in the top bits).
 struct HeapGraph {
-  /// Index into the recording's `liveBlocks` for each node, in address order.
+  /// For each node, in address order: an index into the recording's `liveBlocks`, or
+  /// `recordedCount + i` for its `preexistingBlocks[i]` (a holder: scanned for what it
+  /// keeps alive, never reported, without edges of its own).
   var blockIndex: [UInt32]
+  /// Nodes with `blockIndex` below this are blocks of the recording.
+  var recordedCount: Int
   var edgeStart: [UInt32]
   var edgeTarget: [UInt32]
   var edgeOffset: [UInt32]
@@ -52,10 +56,15 @@ struct HeapGraph {
     var parkTimeoutMilliseconds: Int32 = 500
     /// Fill `rootSources` (the root word that keeps each root block alive).
     var recordRootSources = false
+    /// Whether the calling thread's stack and registers are roots (see
+    /// `CPerfHeapScan_Options.skipCallerStack`).
+    var scanCallerStack = true
   }
 
   @inline(never)
-  private static func prepare(_ blocks: [RecordedBlock]) -> ([UInt32], [CPerfHeapScan_Block]) {
+  private static func prepare(
+    _ blocks: [RecordedBlock], recordedCount: Int, arrayStorage: Set<UInt>
+  ) -> ([UInt32], [CPerfHeapScan_Block]) {
     var order = [UInt32](unsafeUninitializedCapacity: blocks.count) { buffer, count in
       for index in 0..<blocks.count { buffer[index] = UInt32(index) }
       count = blocks.count
@@ -66,9 +75,14 @@ struct HeapGraph {
     var cBlocks = [CPerfHeapScan_Block](unsafeUninitializedCapacity: blocks.count) { buffer, count in
       for (position, index) in order.enumerated() {
         let block = blocks[Int(index)]
+        var flags: UInt32 = 0
+        if block.isSwiftObject && block.metadata != 0 {
+          flags |= UInt32(CPerfHeapScan_BlockSwiftObject)
+          if arrayStorage.contains(block.metadata) { flags |= UInt32(CPerfHeapScan_BlockArrayStorage) }
+        }
+        if Int(index) >= recordedCount { flags |= UInt32(CPerfHeapScan_BlockHolder) }
         buffer[position] = CPerfHeapScan_Block(
-          start: UInt64(block.address), size: UInt32(clamping: block.size),
-          flags: block.isSwiftObject && block.metadata != 0 ? UInt32(CPerfHeapScan_BlockSwiftObject) : 0)
+          start: UInt64(block.address), size: UInt32(clamping: block.size), flags: flags)
       }
       count = blocks.count
     }
@@ -84,22 +98,36 @@ struct HeapGraph {
   }
 
   static func isRoot(_ mark: UInt8) -> Bool {
-    mark & UInt8(CPerfHeapScan_MarkGlobalRoot | CPerfHeapScan_MarkStackRoot) != 0
+    mark & UInt8(CPerfHeapScan_MarkGlobalRoot | CPerfHeapScan_MarkStackRoot | CPerfHeapScan_MarkHeldByHolder) != 0
   }
+
+  func isHolder(_ node: Int) -> Bool { Int(blockIndex[node]) >= recordedCount }
 
   static func isSideTable(_ mark: UInt8) -> Bool { mark & UInt8(CPerfHeapScan_MarkSideTable) != 0 }
 
   /// Scans the process now. Call it while the blocks are still live (right after the
   /// recorder stopped): other threads are parked for the duration of the C scan.
-  static func scan(blocks: [RecordedBlock], options: Options = Options()) throws -> HeapGraph {
+  /// - Parameters:
+  ///   - blocks: the recording's blocks, the nodes that can be reported.
+  ///   - holders: blocks allocated before the recording: what they point to is alive.
+  ///   - arrayStorage: metadata of Swift array buffers (only their live elements are scanned).
+  static func scan(
+    blocks: [RecordedBlock], holders: [RecordedBlock] = [], arrayStorage: Set<UInt> = [],
+    options: Options = Options()
+  ) throws -> HeapGraph {
     let started = DispatchFreeClock.now()
     // Everything that handles block addresses runs in callees whose frames the C scan
     // scrubs: this frame holds no address a conservative stack scan could mistake for a root.
-    var (order, cBlocks) = prepare(blocks)
+    let recordedCount = blocks.count
+    var (order, cBlocks) = prepare(
+      holders.isEmpty ? blocks : blocks + holders, recordedCount: recordedCount, arrayStorage: arrayStorage)
+    // prepare's frames (block addresses in spill slots) lie where the C scan's frame will:
+    // zero them first, or its padding may carry one into the scan as a stack root.
+    CPerfHeapScan_scrubStack(65536)
     var cOptions = CPerfHeapScan_Options(
       scanGlobals: options.scanGlobals ? 1 : 0, scanThreads: options.scanThreads ? 1 : 0,
       signalNumber: options.signalNumber, parkTimeoutMs: options.parkTimeoutMilliseconds,
-      recordRootSources: options.recordRootSources ? 1 : 0)
+      recordRootSources: options.recordRootSources ? 1 : 0, skipCallerStack: options.scanCallerStack ? 0 : 1)
     var result = CPerfHeapScan_Result()
     let status = cBlocks.withUnsafeBufferPointer { buffer in
       CPerfHeapScan_scan(buffer.baseAddress, UInt64(buffer.count), &cOptions, &result)
@@ -109,9 +137,9 @@ struct HeapGraph {
       throw HeapScanError(call: result.call.map { String(cString: $0) } ?? "scan", errnoValue: status)
     }
     let scannerBytes = Int(result.extraBytes) + cBlocks.count * MemoryLayout<CPerfHeapScan_Block>.stride
-    cBlocks = []
 
-    let nodeCount = blocks.count
+    let nodeCount = cBlocks.count
+    cBlocks = []
     let edgeCount = Int(result.edgeCount)
     var edgeStart = [UInt32](repeating: 0, count: nodeCount + 1)
     var edgeTarget = [UInt32](unsafeUninitializedCapacity: edgeCount) { _, count in count = edgeCount }
@@ -132,7 +160,8 @@ struct HeapGraph {
       } ?? []
     let marks = result.marks.map { Array(UnsafeBufferPointer(start: $0, count: nodeCount)) } ?? []
     return HeapGraph(
-      blockIndex: order, edgeStart: edgeStart, edgeTarget: edgeTarget, edgeOffset: edgeOffset,
+      blockIndex: order, recordedCount: recordedCount, edgeStart: edgeStart, edgeTarget: edgeTarget,
+      edgeOffset: edgeOffset,
       marks: marks.count == nodeCount ? marks : [UInt8](repeating: 0, count: nodeCount), rootSources: rootSources,
       threadsScanned: Int(result.threadCount), unscannedThreads: Int(result.unscannedThreads),
       rootBytes: Int(result.rootBytes), scannedBytes: Int(result.scannedBytes), scannerBytes: scannerBytes,

@@ -4,9 +4,12 @@ import CPerfHeapScan
 /// classifies leaked blocks into root leaks, retain cycles and indirect leaks.
 ///
 /// Call `scan` right after `AllocationRecorder.stop()`, while the recorded blocks are still
-/// live. Only blocks allocated while recording are nodes: pointers to older blocks are not
-/// edges, and older blocks are not roots (a block allocated while recording that only an
-/// older heap block references is reported as leaked).
+/// live. Only blocks allocated while recording can be reported. When the process tracked
+/// every block from its start (the CLI's scenario processes do), the older live blocks are
+/// holders: their words are scanned and whatever they point to is alive, whether or not
+/// the scan finds a path to them (a leak from before the recording is not this
+/// recording's). Otherwise older blocks are unknown, and a block allocated while recording
+/// that only an older heap block references is reported as leaked.
 enum LeakAnalysis {
   /// How a reference counts.
   enum EdgeKind: UInt8 {
@@ -18,7 +21,20 @@ enum LeakAnalysis {
     case weak
     /// An object's refcount word naming its side table: keeps the side table, no cycle.
     case sideTable
+    /// A stored property of a number type whose value happens to look like an address
+    /// (a hash seed derived from the object's own address, say): ignored.
+    case notAReference
+
+    /// Whether the edge keeps its target reachable.
+    var keepsAlive: Bool { self != .weak && self != .notAReference }
   }
+
+  /// Stored-property types that never hold a reference (as `_typeName(_, qualified: false)`
+  /// spells them).
+  static let numberTypeNames: Set<String> = [
+    "Int", "UInt", "Int8", "Int16", "Int32", "Int64", "UInt8", "UInt16", "UInt32", "UInt64", "Double", "Float",
+    "Bool", "Hasher",
+  ]
 
   /// Stops `recorder`, scrubs the stack that stopping used, and scans: the way to call the
   /// leaks instrument at the end of a run (nothing `stop()` left on the stack can then
@@ -65,7 +81,13 @@ enum LeakAnalysis {
     options: HeapGraph.Options = HeapGraph.Options()
   ) throws -> LeaksReport {
     let start = ContinuousClock.now
-    let graph = try HeapGraph.scan(blocks: recording.liveBlocks, options: options)
+    var arrayStorage: Set<UInt> = []
+    for (key, category) in recording.categories where category.name.hasPrefix("Swift._ContiguousArrayStorage<") {
+      if case .swiftObject(let metadata) = key { arrayStorage.insert(metadata) }
+    }
+    let graph = try HeapGraph.scan(
+      blocks: recording.liveBlocks, holders: recording.preexistingBlocks, arrayStorage: arrayStorage,
+      options: options)
     var report = classify(graph: graph, recording: recording, symbolizer: symbolizer, suppressions: suppressions)
     let elapsed = (ContinuousClock.now - start).components
     report.analysisMilliseconds = Double(elapsed.seconds) * 1000 + Double(elapsed.attoseconds) / 1e15
@@ -82,13 +104,20 @@ enum LeakAnalysis {
   static func classify(
     graph: HeapGraph, recording: AllocationRecording, symbolizer: Symbolizer?, suppressions: LeakSuppressions
   ) -> LeaksReport {
+    let suppressions = LeakSuppressions(
+      patterns: suppressions.patterns + LeakSuppressions.systemLibraries.patterns)
     let nodeCount = graph.nodeCount
     let blocks = recording.liveBlocks
-    func block(_ node: Int) -> RecordedBlock { blocks[Int(graph.blockIndex[node])] }
+    let holders = recording.preexistingBlocks
+    func block(_ node: Int) -> RecordedBlock {
+      let index = Int(graph.blockIndex[node])
+      return index < blocks.count ? blocks[index] : holders[index - blocks.count]
+    }
 
     // Categories per node (interned).
     var categoryIndex: [AllocationCategoryKey: UInt32] = [:]
     var categories: [AllocationCategory] = []
+    var captureReader = ClosureCaptureReader()
     var nodeCategory = [UInt32](repeating: 0, count: nodeCount)
     for node in 0..<nodeCount {
       let key = block(node).categoryKey
@@ -96,7 +125,14 @@ enum LeakAnalysis {
         nodeCategory[node] = known
       } else {
         let index = UInt32(categories.count)
-        categories.append(recording.category(for: key))
+        var category = recording.category(for: key)
+        if category.kind == .closureContext,
+          let captures = captureReader.captures(ofContextMetadata: block(node).metadata),
+          !captures.isEmpty
+        {
+          category.name += " (captures: " + captures.map { $0.typeName ?? "?" }.joined(separator: ", ") + ")"
+        }
+        categories.append(category)
         categoryIndex[key] = index
         nodeCategory[node] = index
       }
@@ -112,6 +148,7 @@ enum LeakAnalysis {
         switch field.ownership {
         case .unowned, .unownedUnsafe: result[field.offset] = .unowned
         case .weak: result[field.offset] = .weak
+        case .strong where Self.numberTypeNames.contains(field.typeName): result[field.offset] = .notAReference
         case .strong: break
         }
       }
@@ -144,7 +181,7 @@ enum LeakAnalysis {
       for seed in seeds { reachable[Int(seed)] = true }
       while let node = stack.popLast() {
         for edge in Int(graph.edgeStart[Int(node)])..<Int(graph.edgeStart[Int(node) + 1])
-        where edgeKind[edge] != .weak {
+        where edgeKind[edge].keepsAlive {
           let target = Int(graph.edgeTarget[edge])
           if !reachable[target] {
             reachable[target] = true
@@ -153,7 +190,8 @@ enum LeakAnalysis {
         }
       }
     }
-    markReachable(from: (0..<nodeCount).filter { HeapGraph.isRoot(graph.marks[$0]) }.map { UInt32($0) })
+    markReachable(
+      from: (0..<nodeCount).filter { HeapGraph.isRoot(graph.marks[$0]) || graph.isHolder($0) }.map { UInt32($0) })
 
     // Stacks are symbolized once per stack id.
     let symbolizing = AllocationsAnalysis()
@@ -196,6 +234,7 @@ enum LeakAnalysis {
       leaked: leaked, graph: graph, reachable: reachable, isCycleEdge: isCycleEdge)
     var inCycle = [Bool](repeating: false, count: nodeCount)
     var cycleComponents: [[UInt32]] = []
+    var memberOfComponent = [Bool](repeating: false, count: nodeCount)
     for component in components {
       var isCycle = component.count > 1
       if component.count == 1 {
@@ -205,10 +244,17 @@ enum LeakAnalysis {
           isCycle = true
         }
       }
-      if isCycle {
-        cycleComponents.append(component)
-        for node in component { inCycle[Int(node)] = true }
-      }
+      if isCycle { cycleComponents.append(component) }
+    }
+    // A component reads as one retain cycle: its shortest cycle (what the developer must
+    // break, e.g. a controller and the closure that captures it). The other members are
+    // what that cycle holds: indirect leaks, never cycles or roots of their own.
+    var cyclePaths: [[CyclePathStep]] = []
+    for component in cycleComponents {
+      let path = shortestCycle(
+        in: component, graph: graph, isMember: &memberOfComponent, isCycleEdge: isCycleEdge, typeName: typeName)
+      for step in path { inCycle[step.node] = true }
+      cyclePaths.append(path)
     }
 
     // Root vs indirect: referenced by another leaked block through an owning edge
@@ -262,16 +308,11 @@ enum LeakAnalysis {
     let indirectLeaks = aggregate(indirectTallies, withStacks: false)
 
     // Cycles, aggregated by signature.
-    var namer = EdgeNamer(fieldReader: fieldReader)
+    var namer = EdgeNamer(fieldReader: fieldReader, captureReader: captureReader)
     var cycleIndexBySignature: [String: Int] = [:]
     var cycles: [LeaksReport.Cycle] = []
-    for component in cycleComponents {
-      // Canonical node order: by type name, then by the shape of outgoing edges, then address.
-      let members = component.map { Int($0) }.sorted { lhs, rhs in
-        let (l, r) = (typeName(lhs), typeName(rhs))
-        if l != r { return l < r }
-        return block(lhs).address < block(rhs).address
-      }
+    for path in cyclePaths {
+      let members = path.map(\.node)
       var position: [Int: Int] = [:]
       for (index, node) in members.enumerated() { position[node] = index }
       func reportEdge(from node: Int, edge: Int, to index: Int) -> LeaksReport.Cycle.Edge {
@@ -282,17 +323,12 @@ enum LeakAnalysis {
             for: block(node), category: categories[Int(nodeCategory[node])], offset: offset, graph: graph, node: node),
           kind: edgeKind[edge] == .strong ? "strong" : "unowned")
       }
-      var edges: [LeaksReport.Cycle.Edge] = []
-      for node in members {
-        for edge in Int(graph.edgeStart[node])..<Int(graph.edgeStart[node + 1]) where edgeKind[edge] != .weak {
-          guard let to = position[Int(graph.edgeTarget[edge])] else { continue }
-          edges.append(reportEdge(from: node, edge: edge, to: to))
-        }
+      let edges = path.enumerated().map { index, step in
+        reportEdge(from: step.node, edge: step.edge, to: (index + 1) % path.count)
       }
-      let signature =
-        members.map(typeName).sorted().joined(separator: "|") + "#"
-        + edges.map { "\(typeName(members[$0.from]))>\(typeName(members[$0.to]))@\($0.offset)" }.sorted().joined(
-          separator: "|")
+      // Elements of a buffer are one reference whatever their index.
+      let signature = zip(members, edges).map { "\(typeName($0))@\($1.name ?? String($1.offset))" }.joined(
+        separator: ">")
       if let existing = cycleIndexBySignature[signature] {
         cycles[existing].instances += 1
         continue
@@ -313,7 +349,7 @@ enum LeakAnalysis {
       }
       for node in members {
         for edge in Int(graph.edgeStart[node])..<Int(graph.edgeStart[node + 1])
-        where edgeKind[edge] != .weak && edgeKind[edge] != .sideTable {
+        where edgeKind[edge].keepsAlive && edgeKind[edge] != .sideTable {
           let target = Int(graph.edgeTarget[edge])
           guard position[target] == nil, !reachable[target], let index = neighborIndex(target) else { continue }
           neighborEdges.append(reportEdge(from: node, edge: edge, to: index))
@@ -335,7 +371,98 @@ enum LeakAnalysis {
       indirectLeaks: indirectLeaks, cycles: cycles,
       unscannedThreads: graph.unscannedThreads, threadsScanned: graph.threadsScanned,
       scanMilliseconds: Double(graph.scanNanoseconds) / 1e6, blocksScanned: nodeCount,
-      edgeCount: graph.edgeCount, suppressedCount: suppressedCount, suppressedBytes: suppressedBytes)
+      holderCount: nodeCount - graph.recordedCount, scannerBytes: graph.scannerBytes, edgeCount: graph.edgeCount,
+      suppressedCount: suppressedCount, suppressedBytes: suppressedBytes)
+  }
+
+  /// One step of a reported cycle: a node and the edge to the next node.
+  struct CyclePathStep {
+    var node: Int
+    var edge: Int
+  }
+
+  /// The shortest cycle through a strongly connected component, over `isCycleEdge` edges,
+  /// rotated to start at its smallest type name; among cycles of equal length, the one
+  /// whose type sequence sorts first. Breadth-first from each member (at most 64 of
+  /// them, by type name then address: enough for the components a scenario leaks).
+  static func shortestCycle(
+    in component: [UInt32], graph: HeapGraph, isMember: inout [Bool], isCycleEdge: (Int) -> Bool,
+    typeName: (Int) -> String
+  ) -> [CyclePathStep] {
+    for node in component { isMember[Int(node)] = true }
+    defer { for node in component { isMember[Int(node)] = false } }
+    let starts = component.map { Int($0) }.sorted {
+      (typeName($0), graph.blockIndex[$0]) < (typeName($1), graph.blockIndex[$1])
+    }.prefix(64)
+    var best: [CyclePathStep] = []
+    var bestKey: [String] = []
+    var parentEdge: [Int: Int] = [:]  // node -> edge that reached it
+    for start in starts {
+      parentEdge.removeAll(keepingCapacity: true)
+      var frontier = [start]
+      var closing: Int?
+      search: while !frontier.isEmpty, best.isEmpty || parentEdge.count < component.count {
+        var next: [Int] = []
+        for node in frontier {
+          // Lowest offset first: a deterministic choice between parallel edges.
+          let range = Int(graph.edgeStart[node])..<Int(graph.edgeStart[node + 1])
+          for edge in range.sorted(by: { graph.edgeOffset[$0] < graph.edgeOffset[$1] }) where isCycleEdge(edge) {
+            let target = Int(graph.edgeTarget[edge])
+            guard isMember[target] else { continue }
+            if target == start {
+              closing = edge
+              parentEdge[start] = edge
+              frontier = [node]
+              break search
+            }
+            if parentEdge[target] == nil {
+              parentEdge[target] = edge
+              next.append(target)
+            }
+          }
+        }
+        frontier = next
+      }
+      guard let closing else { continue }
+      // Walk back from the closing edge's source to the start.
+      var steps = [CyclePathStep(node: frontier[0], edge: closing)]
+      var node = frontier[0]
+      while node != start {
+        let edge = parentEdge[node]!
+        let source = Self.source(of: edge, graph: graph)
+        steps.append(CyclePathStep(node: source, edge: edge))
+        node = source
+      }
+      steps.reverse()
+      if !best.isEmpty && steps.count > best.count { continue }
+      // Rotate to the smallest type name (ties: the rotation whose sequence sorts first).
+      let names = steps.map { typeName($0.node) }
+      var rotation = 0
+      for candidate in 1..<max(steps.count, 1)
+      where (names[candidate...] + names[..<candidate]).lexicographicallyPrecedes(
+        names[rotation...] + names[..<rotation])
+      {
+        rotation = candidate
+      }
+      let rotated = Array(steps[rotation...] + steps[..<rotation])
+      let key = Array(names[rotation...] + names[..<rotation])
+      if best.isEmpty || rotated.count < best.count || key.lexicographicallyPrecedes(bestKey) {
+        best = rotated
+        bestKey = key
+      }
+    }
+    return best
+  }
+
+  /// The node an edge leaves (edges are stored grouped by source).
+  static func source(of edge: Int, graph: HeapGraph) -> Int {
+    var low = 0
+    var high = graph.nodeCount - 1
+    while low < high {
+      let mid = (low + high + 1) / 2
+      if Int(graph.edgeStart[mid]) <= edge { low = mid } else { high = mid - 1 }
+    }
+    return low
   }
 
   /// Tarjan's algorithm, iterative, over the leaked nodes and the edges `isCycleEdge`
@@ -404,18 +531,27 @@ enum LeakAnalysis {
   }
 }
 
-/// Names the reference at `offset` of a block: the stored property of a class instance,
-/// "capture #k" (k from 1, by offset among the context's references) for a closure context.
+/// Names the reference at `offset` of a block: the stored property of a class instance;
+/// for a closure context "capture #k: Type" from its capture descriptor, else "capture #k"
+/// (k from 1, by offset among the context's references).
 struct EdgeNamer {
   var fieldReader: FieldLayoutReader
+  var captureReader = ClosureCaptureReader()
 
   mutating func name(
     for block: RecordedBlock, category: AllocationCategory, offset: Int, graph: HeapGraph, node: Int
   ) -> String? {
     switch category.kind {
     case .swiftClass:
-      return fieldReader.field(ofClassMetadata: block.metadata, at: offset)?.name
+      if let field = fieldReader.field(ofClassMetadata: block.metadata, at: offset) { return field.name }
+      // Past the stored properties: a tail-allocated element (array, dictionary storage).
+      return fieldReader.fields(ofClassMetadata: block.metadata).isEmpty ? nil : "element"
     case .closureContext:
+      if let captures = captureReader.captures(ofContextMetadata: block.metadata),
+        let index = captures.firstIndex(where: { offset >= $0.offset && offset < $0.offset + max($0.size, 8) })
+      {
+        return "capture #\(index + 1)" + (captures[index].typeName.map { ": \($0)" } ?? "")
+      }
       var offsets: [Int] = []
       for edge in Int(graph.edgeStart[node])..<Int(graph.edgeStart[node + 1]) {
         let value = Int(graph.edgeOffset[edge] & UInt32(CPerfHeapScan_EdgeOffsetMask))

@@ -28,6 +28,26 @@ public struct LeakSuppressions: Sendable, Equatable {
 
   public static let none = LeakSuppressions(patterns: [])
 
+  /// Always applied: blocks of the runtime and system libraries that are alive through
+  /// references a scan of the process's memory cannot see. Measured on Swift 6.3 with every
+  /// block tracked from process start, each by a search of all writable memory for a word
+  /// pointing into it:
+  /// - the Swift runtime's metadata and witness-table cache storage: no such word exists;
+  ///   the runtime keeps it for the process's life and no program can free it;
+  /// - a thread's dynamic TLS vector (`allocate_dtv`): referenced from the thread control
+  ///   block, which for an exited thread lies in glibc's cache of stacks, not in a thread;
+  /// - Dispatch sources (`dispatch_source_create`, e.g. RunLoop's timers): registered with
+  ///   epoll, so the pointer that keeps them alive is in the kernel (not searched: this
+  ///   one follows from how Dispatch works).
+  /// Needs allocation stacks: with `--no-allocation-stacks` they are reported.
+  public static let systemLibraries = LeakSuppressions(patterns: [
+    Pattern(kind: .stack, glob: "*swift::ConcurrentReadableHashMap<*", line: 0),
+    Pattern(kind: .stack, glob: "*swift::LockingConcurrentMap<*", line: 0),
+    Pattern(kind: .stack, glob: "swift_getWitnessTable", line: 0),
+    Pattern(kind: .stack, glob: "allocate_dtv", line: 0),
+    Pattern(kind: .stack, glob: "dispatch_source_create", line: 0),
+  ])
+
   public init(patterns: [Pattern]) {
     self.patterns = patterns
   }

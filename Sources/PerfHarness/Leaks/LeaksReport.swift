@@ -23,8 +23,13 @@ public struct LeaksReport: Codable, Sendable, Equatable {
   public var scanMilliseconds: Double
   /// Scan, classification and symbolization together.
   public var analysisMilliseconds: Double = 0
-  /// Live blocks in the graph (allocated while recording and live at its end).
+  /// Live blocks in the graph: allocated while recording and live at its end, plus the
+  /// holders (older live blocks, when the process tracked every block from its start).
   public var blocksScanned: Int
+  /// How many of `blocksScanned` are holders: scanned for what they keep alive, never reported.
+  public var holderCount: Int?
+  /// Memory the scanner mapped for the scan (block list, index, marks, edges).
+  public var scannerBytes: Int?
   public var edgeCount: Int
   /// Leaked blocks that a suppression matched (with what they alone keep alive).
   public var suppressedCount: Int

@@ -48,10 +48,18 @@ final class Recording {
     // Allocations first: stopping the time profiler allocates its sample arrays.
     if let allocationRecorder {
       if configuration.instruments.contains(.leaks) {
-        // The scan needs the blocks still live and this thread's stale stack slots gone.
+        // The scan needs the blocks still live. Everything it allocates (the symbolizer
+        // too) comes after the stop, so it is not part of the graph.
         do {
-          let (recording, leaks) = try LeakAnalysis.stopAndScan(
-            recorder: allocationRecorder, symbolizer: try Symbolizer(), suppressions: configuration.leakSuppressions)
+          let recording = allocationRecorder.stop()
+          // This thread ran the scenario and returned from it: what the scenario keeps
+          // alive is in objects (the context, the recording) and globals, while its dead
+          // frames below and the older frames above hold stale words.
+          var options = HeapGraph.Options()
+          options.scanCallerStack = false
+          let leaks = try LeakAnalysis.scan(
+            recording: recording, symbolizer: try Symbolizer(), suppressions: configuration.leakSuppressions,
+            options: options)
           allocationRecording = recording
           leaksResult = .success(leaks)
         } catch {

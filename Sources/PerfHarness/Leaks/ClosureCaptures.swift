@@ -1,0 +1,100 @@
+#if canImport(Glibc)
+  import Glibc
+#elseif canImport(Musl)
+  import Musl
+#endif
+
+/// A value a closure context holds: its type and where it lies in the context.
+struct ClosureCapture: Sendable, Hashable {
+  /// Qualified type name; nil when the mangled name needs generic arguments.
+  var typeName: String?
+  var offset: Int
+  var size: Int
+}
+
+/// Reads what a closure context captures from its heap metadata (kind 0x400): a 32-bit
+/// offset of the first capture at metadata+8 and the compiler's capture descriptor at
+/// metadata+16 (capture, metadata-source and binding counts, then one relative pointer to
+/// a mangled type name per capture). Bindings (generic metadata) come first in the context.
+struct ClosureCaptureReader {
+  private var cache: [UInt: [ClosureCapture]?] = [:]
+
+  /// nil when the descriptor is missing or a capture's type cannot be resolved (then the
+  /// layout after it is unknown too).
+  mutating func captures(ofContextMetadata metadata: UInt) -> [ClosureCapture]? {
+    if let cached = cache[metadata] { return cached }
+    let result = Self.read(metadata)
+    cache[metadata] = result
+    return result
+  }
+
+  private static func read(_ metadata: UInt) -> [ClosureCapture]? {
+    guard let raw = UnsafeRawPointer(bitPattern: metadata), raw.load(as: UInt.self) == 0x400 else { return nil }
+    let firstOffset = Int(raw.load(fromByteOffset: 8, as: UInt32.self))
+    guard let descriptor = UnsafeRawPointer(bitPattern: raw.load(fromByteOffset: 16, as: UInt.self)) else {
+      return nil
+    }
+    let captureCount = Int(descriptor.load(as: UInt32.self))
+    let bindingCount = Int(descriptor.load(fromByteOffset: 8, as: UInt32.self))
+    guard captureCount < 256, bindingCount < 256 else { return nil }
+    var offset = firstOffset + bindingCount * MemoryLayout<UInt>.size
+    var captures: [ClosureCapture] = []
+    for index in 0..<captureCount {
+      let field = descriptor + 12 + index * 4
+      let relative = Int(field.load(as: Int32.self))
+      guard relative != 0 else { return nil }
+      let name = (field + relative).assumingMemoryBound(to: UInt8.self)
+      guard
+        let type = typeByMangledName(
+          name, length: UInt(mangledNameLength(name)), genericContext: nil, genericArguments: nil)
+      else {
+        // Generic captures need the context's bindings to resolve: name what came before.
+        return captures.isEmpty ? nil : captures
+      }
+      let (size, alignment) = _openExistential(type, do: layout)
+      offset = (offset + alignment - 1) / alignment * alignment
+      captures.append(ClosureCapture(typeName: _typeName(type, qualified: true), offset: offset, size: size))
+      offset += size
+    }
+    return captures
+  }
+
+  /// Bytes of a mangled name: symbolic references (0x01-0x17 take 4 more bytes, 0x18-0x1F
+  /// take 8) may contain zero bytes.
+  private static func mangledNameLength(_ name: UnsafePointer<UInt8>) -> Int {
+    var index = 0
+    while index < 4096 {
+      let byte = name[index]
+      if byte == 0 { break }
+      index += byte <= 0x17 ? 5 : byte <= 0x1F ? 9 : 1
+    }
+    return index
+  }
+}
+
+private func layout<T>(_: T.Type) -> (Int, Int) { (MemoryLayout<T>.size, MemoryLayout<T>.alignment) }
+
+/// The runtime's `swift_getTypeByMangledNameInContext` (swiftcall; with four pointer-sized
+/// arguments and a pointer result it passes them in the same registers as the C
+/// convention on x86_64), looked up once: symbolic references in a mangled name are
+/// relative to where the name lies, so it must read the name in place.
+private let typeByMangledNameFunction:
+  (@convention(c) (UnsafePointer<UInt8>, UInt, UnsafeRawPointer?, UnsafeRawPointer?) -> UnsafeRawPointer?)? = {
+    guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "swift_getTypeByMangledNameInContext") else {
+      return nil
+    }
+    return unsafeBitCast(
+      symbol,
+      to: (@convention(c) (UnsafePointer<UInt8>, UInt, UnsafeRawPointer?, UnsafeRawPointer?) -> UnsafeRawPointer?)
+        .self)
+  }()
+
+private func typeByMangledName(
+  _ name: UnsafePointer<UInt8>, length: UInt, genericContext: UnsafeRawPointer?,
+  genericArguments: UnsafeRawPointer?
+) -> Any.Type? {
+  guard let function = typeByMangledNameFunction,
+    let metadata = function(name, length, genericContext, genericArguments)
+  else { return nil }
+  return unsafeBitCast(metadata, to: Any.Type.self)
+}

@@ -1,0 +1,30 @@
+// `perfharness-leak-corpus`: the leaks corpus as scenarios, one case each, through the same
+// CLI as `perfharness` (a child process per case, every block tracked from its start).
+// `make test` builds it in release; LeakCorpusReleaseTests checks its verdicts, so the
+// corpus has no false positive or negative in an optimized build either.
+import LeakCorpusCases
+import PerfHarness
+import PerfHarnessCLI
+
+func corpusCase(_ name: String, _ summary: String, _ body: @escaping @Sendable () -> Void) -> Scenario {
+  Scenario(name, summary: summary, variants: [.starter], defaultIterations: 1) { _ in body() }
+}
+
+let scenarios = [
+  corpusCase("two-object-cycle", "A and B point at each other", LeakCorpus.twoObjectCycle),
+  corpusCase(
+    "closure-with-other-capture", "a stored closure captures self and another object",
+    LeakCorpus.closureWithOtherCapture),
+  corpusCase("self-only-closure", "a stored closure captures only self", LeakCorpus.selfOnlyClosure),
+  corpusCase("delegate-cycle", "a task holds its controller as a strong delegate", LeakCorpus.delegateCycle),
+  corpusCase("weak-and-unowned", "[weak self], a weak delegate, unowned: no leak", LeakCorpus.weakAndUnowned),
+  corpusCase(
+    "weak-and-unowned-back-references", "leaked parents with weak / unowned back references",
+    LeakCorpus.leakedWithWeakAndUnownedBackReferences),
+  corpusCase("root-leak", "the only pointer is dropped", LeakCorpus.orphan),
+  corpusCase("global-cache", "a cache reachable from a global: no leak", LeakCorpus.globalCache),
+  corpusCase("global-cycle", "a cycle reachable from a global: no leak", LeakCorpus.globalCycle),
+  corpusCase("many-cycles", "\(LeakCorpus.manyCount) identical two-object cycles", LeakCorpus.manyCycles),
+]
+
+PerfHarnessCLI.main(scenarios: scenarios)

@@ -1,0 +1,222 @@
+// The leaks corpus: small programs whose leaks (and non-leaks) are known, shared by the
+// in-process corpus tests (debug) and the `perfharness-leak-corpus` executable, which runs
+// each case as a scenario through the CLI (built in release by `make test`).
+//
+// Each case builds its objects in an @inline(never) function that returns nothing (no
+// stack slot of the caller keeps them), with class names unique to the case.
+import Foundation
+
+// A two-object cycle.
+public final class LeakTwoA {
+  public var b: LeakTwoB?
+  public init() {}
+}
+public final class LeakTwoB {
+  public var a: LeakTwoA?
+  public init() {}
+}
+
+// A closure capturing self strongly plus another capture, stored in a property.
+public final class LeakClosureOwner {
+  public var value = 0
+  public var handler: (() -> Void)?
+  public func setUp(other: LeakClosureOther) { handler = { self.value += other.amount } }
+  public init() {}
+}
+public final class LeakClosureOther {
+  public var amount = 1
+  public init() {}
+}
+
+// A closure capturing only self (self is the context).
+public final class LeakSelfOnlyOwner {
+  public var value = 0
+  public var handler: (() -> Void)?
+  public func setUp() { handler = { self.value += 1 } }
+  public init() {}
+}
+
+// A strong delegate cycle.
+public protocol LeakStrongDelegate: AnyObject { func didFinish() }
+public final class LeakDelegatingTask {
+  public var delegate: LeakStrongDelegate?
+  public init() {}
+}
+public final class LeakTaskController: LeakStrongDelegate {
+  public var task = LeakDelegatingTask()
+  public func didFinish() {}
+  public init() {}
+}
+
+// [weak self], weak delegate, unowned: no cycles.
+public final class LeakWeakSelfOwner {
+  public var value = 0
+  public var handler: (() -> Void)?
+  public func setUp() { handler = { [weak self] in self?.value += 1 } }
+  public init() {}
+}
+public protocol LeakWeakDelegateProtocol: AnyObject { func didFinish() }
+public final class LeakWeakDelegatingTask {
+  public weak var delegate: LeakWeakDelegateProtocol?
+  public init() {}
+}
+public final class LeakWeakTaskController: LeakWeakDelegateProtocol {
+  public var task = LeakWeakDelegatingTask()
+  public func didFinish() {}
+  public init() {}
+}
+public final class LeakCustomer {
+  public var card: LeakCard?
+  public init() {}
+}
+public final class LeakCard {
+  public unowned let customer: LeakCustomer
+  public init(customer: LeakCustomer) { self.customer = customer }
+}
+// Leaked on purpose, with a weak / unowned back reference: a root leak and an indirect
+// leak, never a cycle.
+public final class LeakWeakParent {
+  public var child: LeakWeakChild?
+  public init() {}
+}
+public final class LeakWeakChild {
+  public weak var parent: LeakWeakParent?
+  public init() {}
+}
+public final class LeakUnownedParent {
+  public var child: LeakUnownedChild?
+  public init() {}
+}
+public final class LeakUnownedChild {
+  public unowned let parent: LeakUnownedParent
+  public init(parent: LeakUnownedParent) { self.parent = parent }
+}
+
+// A root leak: the only pointer is dropped.
+public final class LeakOrphan {
+  public var payload = (1, 2, 3)
+  public init() {}
+}
+
+// Reachable from globals: not leaks.
+public final class LeakCachedItem {
+  public var bytes = [UInt8](repeating: 1, count: 32)
+  public init() {}
+}
+public enum LeakGlobalCache {
+  nonisolated(unsafe) public static var items: [Int: LeakCachedItem] = [:]
+}
+public final class LeakGlobalCycleA {
+  public var b: LeakGlobalCycleB?
+  public init() {}
+}
+public final class LeakGlobalCycleB {
+  public var a: LeakGlobalCycleA?
+  public init() {}
+}
+public enum LeakGlobalCycleHolder {
+  nonisolated(unsafe) public static var root: LeakGlobalCycleA?
+}
+
+// N identical cycles.
+public final class LeakManyA {
+  public var b: LeakManyB?
+  public init() {}
+}
+public final class LeakManyB {
+  public var a: LeakManyA?
+  public init() {}
+}
+
+// Suppressed.
+public final class LeakSuppressedOrphan {
+  public var value = 0
+  public init() {}
+}
+
+// Held by another thread's stack while it is parked.
+public final class LeakThreadHeld {
+  public var value = 0
+  public init() {}
+}
+
+public enum LeakCorpus {
+  /// How many identical cycles `manyCycles` leaks.
+  public static let manyCount = 25
+
+  /// Allocates in a function of its own and returns the object: in release builds the
+  /// optimizer would otherwise promote a case's objects that never escape the case to the
+  /// stack (a cycle that never escapes is never on the heap, so never leaks).
+  @inline(never) public static func make<T: AnyObject>(_ build: () -> T) -> T { build() }
+
+  @inline(never) public static func twoObjectCycle() {
+    let a = make(LeakTwoA.init)
+    let b = make(LeakTwoB.init)
+    a.b = b
+    b.a = a
+  }
+
+  @inline(never) public static func closureWithOtherCapture() {
+    let owner = LeakClosureOwner()
+    owner.setUp(other: LeakClosureOther())
+  }
+
+  @inline(never) public static func selfOnlyClosure() {
+    LeakSelfOnlyOwner().setUp()
+  }
+
+  @inline(never) public static func delegateCycle() {
+    let controller = make(LeakTaskController.init)
+    controller.task.delegate = controller
+  }
+
+  @inline(never) public static func weakAndUnowned() {
+    let owner = LeakWeakSelfOwner()
+    owner.setUp()
+    owner.handler?()
+    let controller = LeakWeakTaskController()
+    controller.task.delegate = controller
+    let customer = LeakCustomer()
+    customer.card = LeakCard(customer: customer)
+  }
+
+  @inline(never) public static func leakedWithWeakAndUnownedBackReferences() {
+    let weakParent = make(LeakWeakParent.init)
+    let weakChild = make(LeakWeakChild.init)
+    weakParent.child = weakChild
+    weakChild.parent = weakParent
+    _ = Unmanaged.passRetained(weakParent)
+    let unownedParent = make(LeakUnownedParent.init)
+    unownedParent.child = LeakUnownedChild(parent: unownedParent)
+    _ = Unmanaged.passRetained(unownedParent)
+  }
+
+  @inline(never) public static func orphan() {
+    _ = Unmanaged.passRetained(make(LeakOrphan.init))
+  }
+
+  @inline(never) public static func globalCache() {
+    for key in 0..<100 { LeakGlobalCache.items[key] = LeakCachedItem() }
+  }
+
+  @inline(never) public static func globalCycle() {
+    let a = LeakGlobalCycleA()
+    let b = LeakGlobalCycleB()
+    a.b = b
+    b.a = a
+    LeakGlobalCycleHolder.root = a
+  }
+
+  @inline(never) public static func manyCycles() {
+    for _ in 0..<manyCount {
+      let a = make(LeakManyA.init)
+      let b = make(LeakManyB.init)
+      a.b = b
+      b.a = a
+    }
+  }
+
+  @inline(never) public static func suppressedOrphan() {
+    _ = Unmanaged.passRetained(make(LeakSuppressedOrphan.init))
+  }
+}

@@ -1,0 +1,88 @@
+import Foundation
+import PerfHarness
+import Testing
+
+/// The leaks corpus in an optimized build: `perfharness-leak-corpus` (built by
+/// `make test` with `swift build -c release --product perfharness-leak-corpus`) runs every
+/// case as a scenario; each report must name exactly the leaks the case makes.
+@Suite("Leaks corpus, release build")
+struct LeakCorpusReleaseTests {
+  /// What a case leaks: cycles (sorted short type names, instances), root and indirect
+  /// leaks by short type name, and the total count of leaked blocks.
+  struct Verdict: Equatable, CustomStringConvertible {
+    var cycles: [[String]: Int] = [:]
+    var roots: [String: Int] = [:]
+    var indirect: [String: Int] = [:]
+    var leakedCount = 0
+
+    var description: String { "cycles \(cycles) roots \(roots) indirect \(indirect) leaked \(leakedCount)" }
+  }
+
+  static let expected: [String: Verdict] = [
+    "two-object-cycle": Verdict(cycles: [["LeakTwoA", "LeakTwoB"]: 1], leakedCount: 2),
+    "closure-with-other-capture": Verdict(
+      cycles: [["LeakClosureOwner", "closure context"]: 1], indirect: ["LeakClosureOther": 1], leakedCount: 3),
+    "self-only-closure": Verdict(cycles: [["LeakSelfOnlyOwner"]: 1], leakedCount: 1),
+    "delegate-cycle": Verdict(cycles: [["LeakDelegatingTask", "LeakTaskController"]: 1], leakedCount: 2),
+    "weak-and-unowned": Verdict(),
+    // The weak parent's side table (32 bytes, owned by the object) leaks with it.
+    "weak-and-unowned-back-references": Verdict(
+      roots: ["LeakWeakParent": 1, "LeakUnownedParent": 1],
+      indirect: ["LeakWeakChild": 1, "LeakUnownedChild": 1, "Malloc 32 Bytes": 1], leakedCount: 5),
+    "root-leak": Verdict(roots: ["LeakOrphan": 1], leakedCount: 1),
+    "global-cache": Verdict(),
+    "global-cycle": Verdict(),
+    "many-cycles": Verdict(cycles: [["LeakManyA", "LeakManyB"]: 25], leakedCount: 50),
+  ]
+
+  static func short(_ type: String) -> String {
+    // "closure context (captures: …)" keeps its first two words.
+    if type.hasPrefix("closure context") { return "closure context" }
+    return String(type.split(separator: ".").last ?? Substring(type))
+  }
+
+  /// `.build/release/perfharness-leak-corpus`, next to the debug products of this test bundle.
+  static func releaseBinary() throws -> URL {
+    var folder = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
+    while !folder.path.isEmpty && folder.path != "/" {
+      folder = folder.deletingLastPathComponent()
+      if folder.lastPathComponent == ".build" {
+        let candidate = folder.appendingPathComponent("release/perfharness-leak-corpus")
+        if FileManager.default.isExecutableFile(atPath: candidate.path) { return candidate }
+        break
+      }
+    }
+    throw BuiltBinary.MissingBinary(
+      name: "release perfharness-leak-corpus (swift build -c release --product perfharness-leak-corpus)")
+  }
+
+  @Test("every case reports exactly its leaks")
+  func verdicts() throws {
+    let corpus = BuiltBinary(url: try Self.releaseBinary())
+    let directory = try temporaryDirectory()
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let result = try corpus.run([
+      "scenario", "--instruments", "leaks", "--format", "json", "--output", directory.path,
+    ])
+    #expect(result.status == 0, "\(result.standardError)")
+    var seen: Set<String> = []
+    for line in result.standardOutput.split(separator: "\n") {
+      let report = try JSONDecoder().decode(Report.self, from: Data(line.utf8))
+      let leaks = try #require(report.leaks, "\(report.scenario.name): no leaks section (\(report.error ?? ""))")
+      #expect(report.environment.buildConfiguration == "release")
+      var verdict = Verdict(leakedCount: leaks.leakedCount)
+      for cycle in leaks.cycles {
+        verdict.cycles[cycle.nodes.map { Self.short($0.type) }.sorted(), default: 0] += cycle.instances
+      }
+      for leak in leaks.rootLeaks { verdict.roots[Self.short(leak.type), default: 0] += leak.count }
+      for leak in leaks.indirectLeaks { verdict.indirect[Self.short(leak.type), default: 0] += leak.count }
+      #expect(verdict == Self.expected[report.scenario.name], "\(report.scenario.name): \(verdict)")
+      seen.insert(report.scenario.name)
+    }
+    #expect(seen == Set(Self.expected.keys))
+  }
+}
+
+extension BuiltBinary {
+  init(url: URL) { self.url = url }
+}
