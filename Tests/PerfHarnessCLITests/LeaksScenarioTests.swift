@@ -33,7 +33,16 @@ struct LeaksScenarioTests {
 
   @Test("starter: one retain cycle per drill-down, through the controller and a closure", arguments: [3, 5])
   func starterHasOneCyclePerIteration(iterations: Int) throws {
-    let (report, directory) = try leaks("closure-retain-cycles", variant: "starter", iterations: iterations)
+    var (report, directory) = try leaks("closure-retain-cycles", variant: "starter", iterations: iterations)
+    // A conservative scan can miss a leak that a stale word in a live holder still points at
+    // (README: about one run in 25 under heavy load lost one instance). A miss gets one
+    // rerun; an extra instance, a false positive, never does.
+    let firstInstances = report.leaks?.cycles.first?.instances ?? 0
+    #expect(firstInstances <= iterations && firstInstances >= iterations - 1)
+    if firstInstances != iterations {
+      try? FileManager.default.removeItem(at: directory)
+      (report, directory) = try leaks("closure-retain-cycles", variant: "starter", iterations: iterations)
+    }
     defer { try? FileManager.default.removeItem(at: directory) }
     let leaks = try #require(report.leaks)
     #expect(leaks.cycles.count == 1, "\(leaks.cycles.map { $0.nodes.map(\.type) })")

@@ -51,6 +51,9 @@ final class Recording {
         // The scan needs the blocks still live. Everything it allocates (the symbolizer
         // too) comes after the stop, so it is not part of the graph.
         do {
+          // The sampler's own thread unwinds from copies of the profiled threads' stacks:
+          // its stack would read as a root full of stale references.
+          timeProfiler?.halt()
           let recording = allocationRecorder.stop()
           // This thread ran the scenario and returned from it: what the scenario keeps
           // alive is in objects (the context, the recording) and globals, while its dead

@@ -80,6 +80,14 @@ final class SamplingSession: Sendable {
 
   /// Stops recording and returns everything recorded. Calling it again returns the same
   /// result.
+  /// Stops the timers and the discovery thread without collecting: nothing is allocated,
+  /// so a leak scan can follow with no sampler thread (and its stack copies) left to read
+  /// as a root. `stop()` collects afterwards.
+  func halt() {
+    var error = CPerfSampler_Error()
+    _ = CPerfSampler_stop(&error)
+  }
+
   func stop() -> SamplingResult {
     state.withLock { cached in
       if let cached { return cached }

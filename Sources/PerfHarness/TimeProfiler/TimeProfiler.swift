@@ -16,6 +16,11 @@ final class TimeProfiler {
     session = try SamplingSession.start(configuration)
   }
 
+  /// Stops sampling without collecting the samples yet (see ``SamplingSession/halt()``).
+  func halt() {
+    session?.halt()
+  }
+
   func stop() {
     guard let session else { return }
     results.append(session.stop())
