@@ -35,12 +35,12 @@ struct ScenarioProcess {
     while process.isRunning {
       let now = ContinuousClock.now
       if !killed && now > deadline && now >= lastStop {
-        // The stop signal: the child writes what it recorded, then the backtracer prints
-        // where it hung. The backtracer returns from a signal that was sent rather than
-        // raised by a fault, so the signal is sent again every second: one that arrives
-        // after the backtracer has run ends the child. SIGKILL only if none does.
+        // The stop signal, once: the child writes what it recorded, then the backtracer
+        // prints where it hung. It returns from a signal that was sent rather than raised
+        // by a fault, so SIGKILL ends the child. Sending it again sooner can kill the child
+        // mid-backtrace, and the orphaned backtracer then holds its stderr open for good.
         timedOut = true
-        lastStop = now + .seconds(1)
+        lastStop = now + .seconds(Self.stopGraceSeconds * 2)
         _ = CPerfCrash_signalMainThread(process.processIdentifier, Self.stopSignal)
       }
       if timedOut && !killed && now > deadline + .seconds(Self.stopGraceSeconds) {
