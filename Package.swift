@@ -30,6 +30,8 @@ let package = Package(
     .target(name: "CPerfAlloc", cSettings: [.define("_GNU_SOURCE")]),
     // The leaks instrument's conservative heap-graph scanner (roots, thread parking).
     .target(name: "CPerfHeapScan", cSettings: [.define("_GNU_SOURCE")]),
+    // The scenario child's crash handler: a dying scenario still hands over its partial report.
+    .target(name: "CPerfCrash", cSettings: [.define("_GNU_SOURCE")]),
     .target(
       name: "CPerfSymbols",
       cSettings: [.define("_GNU_SOURCE")],
@@ -50,7 +52,7 @@ let package = Package(
     .target(
       name: "PerfHarnessCLI",
       dependencies: [
-        "PerfHarness", "PerfReports",
+        "PerfHarness", "PerfReports", "CPerfCrash",
         .product(name: "ArgumentParser", package: "swift-argument-parser"),
       ]
     ),

@@ -68,7 +68,11 @@ struct ScenarioCommand: ParsableCommand {
 
   @MainActor
   private func runAll() throws -> [Report] {
-    let runner = ScenarioRunner(configuration: options.recordingConfiguration)
+    var runner = ScenarioRunner(configuration: options.recordingConfiguration)
+    if let childResult = options.childResult {
+      // A crash or the parent's stop signal still hands over what was recorded.
+      runner.interruptions = CrashReporter(resultPath: childResult)
+    }
     var reports: [Report] = []
     for scenario in selectedScenarios {
       let variant = variant(of: scenario)

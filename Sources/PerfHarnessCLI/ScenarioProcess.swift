@@ -1,10 +1,13 @@
+import CPerfCrash
 import Foundation
 import PerfHarness
 import PerfReports
 
 /// Runs one scenario in a child process (this executable, `scenario NAME --child-result
 /// FILE`), so that a crash or a hang ends the child, not the harness: the harness then
-/// still writes a report naming the signal and the crashing stack, and exits 3.
+/// still writes a report naming the signal and the crashing stack, and exits 3. The
+/// child's CrashReporter hands over what was recorded until then; without it (a heap too
+/// broken to build a report) the report says so and holds the crash alone.
 struct ScenarioProcess {
   var options: ScenarioOptions
 
@@ -34,12 +37,22 @@ struct ScenarioProcess {
     }
     let deadline = start + .seconds(options.timeout)
     var timedOut = false
+    var killed = false
+    var lastStop = deadline
     while process.isRunning {
-      if ContinuousClock.now > deadline {
+      let now = ContinuousClock.now
+      if !killed && now > deadline && now >= lastStop {
+        // The stop signal, once: the child writes what it recorded, then the backtracer
+        // prints where it hung. It returns from a signal that was sent rather than raised
+        // by a fault, so SIGKILL ends the child. Sending it again sooner can kill the child
+        // mid-backtrace, and the orphaned backtracer then holds its stderr open for good.
         timedOut = true
+        lastStop = now + .seconds(Self.stopGraceSeconds * 2)
+        _ = CPerfCrash_signalMainThread(process.processIdentifier, Self.stopSignal)
+      }
+      if timedOut && !killed && now > deadline + .seconds(Self.stopGraceSeconds) {
+        killed = true
         kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
-        break
       }
       usleep(5_000)
     }
@@ -48,18 +61,19 @@ struct ScenarioProcess {
     let wallTime = (ContinuousClock.now - start).components
     let milliseconds = Double(wallTime.seconds) * 1000 + Double(wallTime.attoseconds) / 1e15
 
-    if !timedOut, process.terminationReason == .exit, process.terminationStatus == 0,
-      let data = try? Data(contentsOf: result)
-    {
-      return try ReportJSON.decode(data)
+    let childReport = (try? Data(contentsOf: result)).flatMap { try? ReportJSON.decode($0) }
+    if process.terminationReason == .exit, process.terminationStatus == 0, let childReport {
+      return childReport
     }
     let lines = standardError.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
-    let signal: String? =
-      timedOut
-      ? "SIGKILL" : process.terminationReason == .uncaughtSignal ? Self.signalName(process.terminationStatus) : nil
-    let error: String
+    let signal = process.terminationReason == .uncaughtSignal ? Self.signalName(process.terminationStatus) : nil
+    var error: String
     if timedOut {
-      error = "the scenario timed out after \(options.timeout) s (--timeout) and was killed"
+      error =
+        "the scenario timed out after \(options.timeout) s (--timeout)"
+        + (killed
+          ? " and was killed (SIGKILL) \(Self.stopGraceSeconds) s after \(Self.signalName(Self.stopSignal))"
+          : ": stopped with \(Self.signalName(Self.stopSignal))")
     } else if let signal {
       error = "the scenario crashed with \(signal)" + (Self.fatalMessage(lines).map { ": \($0)" } ?? "")
     } else {
@@ -67,13 +81,20 @@ struct ScenarioProcess {
     }
     // The child's own words go on to our stderr: the person running it sees the backtrace.
     FileHandle.standardError.write(Data(standardError.utf8))
+    let crash = CrashInfo(
+      signal: signal, timedOut: timedOut, stack: Self.crashingStack(lines), standardErrorTail: Array(lines.suffix(40)))
+    if var partial = childReport {
+      // The child's reporter wrote what was recorded until the signal.
+      partial.status = .crashed
+      partial.error = [error, partial.error].compactMap { $0 }.joined(separator: "; ")
+      partial.crash = crash
+      return partial
+    }
+    error += "; the process wrote no partial report: steps, marks and recordings are lost"
     return Report.crashed(
       scenario: scenario.name, variant: variant.rawValue, iterations: iterations,
       instruments: Instrument.allCases.filter(options.recordingConfiguration.instruments.contains), error: error,
-      wallTimeMilliseconds: milliseconds,
-      crash: CrashInfo(
-        signal: signal, timedOut: timedOut, stack: Self.crashingStack(lines), standardErrorTail: Array(lines.suffix(40))
-      ))
+      wallTimeMilliseconds: milliseconds, crash: crash)
   }
 
   private func childArguments(_ name: String, variant: ScenarioVariant, iterations: Int, result: String) -> [String] {
@@ -94,7 +115,8 @@ struct ScenarioProcess {
   static func signalName(_ number: Int32) -> String {
     let names: [Int32: String] = [
       SIGSEGV: "SIGSEGV", SIGABRT: "SIGABRT", SIGBUS: "SIGBUS", SIGILL: "SIGILL", SIGFPE: "SIGFPE",
-      SIGTRAP: "SIGTRAP", SIGKILL: "SIGKILL", SIGTERM: "SIGTERM", SIGINT: "SIGINT", SIGPIPE: "SIGPIPE",
+      SIGTRAP: "SIGTRAP", SIGQUIT: "SIGQUIT", SIGKILL: "SIGKILL", SIGTERM: "SIGTERM", SIGINT: "SIGINT",
+      SIGPIPE: "SIGPIPE",
     ]
     return names[number] ?? "signal \(number)"
   }

@@ -17,33 +17,54 @@ struct CrashTests {
     return (result, report)
   }
 
+  /// What every crashing fixture records before it crashes (`recordBeforeTheCrash`).
+  private func expectRecordedBeforeTheCrash(_ report: Report, sourceLocation: SourceLocation = #_sourceLocation) {
+    #expect(report.steps.map(\.name) == ["burn", "allocate"], sourceLocation: sourceLocation)
+    #expect(report.marks.map(\.label) == ["before the crash"], sourceLocation: sourceLocation)
+    #expect((report.timeProfile?.sampleCount ?? 0) > 0, sourceLocation: sourceLocation)
+    let survivors = report.allocations?.categories.first { $0.name.hasSuffix(".SurvivingFixtureObject") }
+    #expect(survivors?.persistentCount == 250, "\(report.error ?? "")", sourceLocation: sourceLocation)
+    #expect(report.allocations?.generations.first?.label == "before the crash", sourceLocation: sourceLocation)
+    #expect(report.error?.contains("recorded until") == true, sourceLocation: sourceLocation)
+  }
+
   @Test(
-    "a crash exits 3, names the signal and the crashing stack, and still writes the report",
+    "a crash exits 3, names the signal and the crashing stack, and still writes what was recorded",
     arguments: [
-      ("fatal-error", "SIGILL", "main.swift:20"), ("segfault", "SIGSEGV", "crashWithNullDereference"),
+      ("fatal-error", "SIGILL", "crashWithFatalError"), ("segfault", "SIGSEGV", "crashWithNullDereference"),
       // The runtime's backtracer cannot unwind out of glibc's abort() (no frame pointers):
       // the stack holds the libc frame only.
       ("abort", "SIGABRT", "pthread_kill"),
     ])
   func crash(scenario: String, signal: String, inStack: String) throws {
-    let (result, report) = try run(scenario)
+    let (result, report) = try run(scenario, ["--format", "json"])
     #expect(result.status == 3)
     #expect(report.status == .crashed)
     #expect(report.crash?.signal == signal, "\(report.error ?? "")")
-    #expect(report.error?.contains(signal) == true)
-    #expect(result.standardOutput.contains("crashed"))
+    #expect(report.crash?.timedOut == false)
+    #expect(report.error?.contains("crashed with \(signal)") == true)
     let stack = report.crash?.stack ?? []
     #expect(stack.contains { $0.contains(inStack) }, "\(stack.prefix(8))")
+    expectRecordedBeforeTheCrash(report)
+    // stdout (JSON Lines) carries the same report as the file.
+    let printed = try JSONDecoder().decode(Report.self, from: Data(result.standardOutput.utf8))
+    #expect(printed.crash?.signal == signal)
+    expectRecordedBeforeTheCrash(printed)
   }
 
-  @Test("a hang past --timeout is killed: exit 3 with timedOut")
+  @Test("a hang past --timeout is stopped: exit 3 with timedOut, where it hung, and what was recorded")
   func hang() throws {
-    let start = Date()
-    let (result, report) = try run("hang", ["--timeout", "2"])
+    let (result, report) = try run("hang", ["--timeout", "2", "--format", "json"])
     #expect(result.status == 3)
+    #expect(report.status == .crashed)
     #expect(report.crash?.timedOut == true)
+    #expect(report.error?.contains("SIGABRT") == true)
     #expect(report.error?.contains("timed out after 2 s") == true)
-    #expect(Date().timeIntervalSince(start) < 60)
+    let stack = report.crash?.stack ?? []
+    #expect(stack.contains { $0.contains("spinForever") }, "\(stack.prefix(8))")
+    expectRecordedBeforeTheCrash(report)
+    let printed = try JSONDecoder().decode(Report.self, from: Data(result.standardOutput.utf8))
+    expectRecordedBeforeTheCrash(printed)
   }
 
   @Test("a thrown error is a crash of the scenario, reported by the child")

@@ -77,6 +77,16 @@ final class Recording {
     stop()
   }
 
+  /// Ends every instrument in a process that is about to die: no leak scan, since its
+  /// other threads (one of them crashed) cannot be parked.
+  func finishAfterCrash() {
+    if let allocationRecorder {
+      allocationRecording = allocationRecorder.stop()
+      self.allocationRecorder = nil
+    }
+    stop()
+  }
+
   func markGeneration(label: String, isMemoryWarning: Bool = false) {
     let elapsed = ContinuousClock.now - clockStart
     allocationRecorder?.markGeneration(label: label)

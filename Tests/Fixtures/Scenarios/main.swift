@@ -7,26 +7,76 @@ struct ScenarioFailure: Error, CustomStringConvertible {
   var description: String { "the fixture failed on purpose" }
 }
 
+/// The type the crash tests count: its instances stay live until the process dies.
+final class SurvivingFixtureObject {
+  let payload = [Int](repeating: 7, count: 16)
+}
+
+nonisolated(unsafe) var survivors: [SurvivingFixtureObject] = []
+
+/// How many SurvivingFixtureObjects `recordBeforeTheCrash` keeps live.
+let survivingCount = 250
+
+@inline(never)
+func burnCPU(milliseconds: Int) -> Int {
+  let end = ContinuousClock.now + .milliseconds(milliseconds)
+  var accumulator = 0
+  while ContinuousClock.now < end {
+    for value in 0..<10_000 { accumulator = accumulator &* 31 &+ value }
+  }
+  return accumulator
+}
+
+/// What a crashing fixture records before it crashes: two steps, live objects of a known
+/// type and a generation mark, so that a test can find each in the partial report.
+@MainActor
+func recordBeforeTheCrash(_ context: ScenarioContext) {
+  context.step("burn") { _ = burnCPU(milliseconds: 300) }
+  context.step("allocate") { survivors = (0..<survivingCount).map { _ in SurvivingFixtureObject() } }
+  context.markGeneration("before the crash")
+}
+
+@inline(never)
+func crashWithFatalError() -> Never {
+  fatalError("the fixture crashed on purpose")
+}
+
 @inline(never)
 func crashWithNullDereference() {
   let pointer = UnsafeMutablePointer<Int>(bitPattern: 8)!
   pointer.pointee = 42
 }
 
+@inline(never)
+func crashWithAbort() -> Never {
+  abort()
+}
+
+@inline(never)
+func spinForever() -> Never {
+  var accumulator = 0
+  while true { accumulator = burnCPU(milliseconds: 10) &+ accumulator }
+}
+
 let scenarios = [
-  Scenario("fatal-error", summary: "calls fatalError after one step", variants: [.starter], defaultIterations: 1) {
+  Scenario("fatal-error", summary: "calls fatalError after recording", variants: [.starter], defaultIterations: 1) {
     context in
-    context.step("before the crash") { _ = (0..<1000).map { $0 * 2 } }
-    fatalError("the fixture crashed on purpose")
+    recordBeforeTheCrash(context)
+    crashWithFatalError()
   },
-  Scenario("segfault", summary: "writes through a bad pointer", variants: [.starter], defaultIterations: 1) { _ in
+  Scenario(
+    "segfault", summary: "writes through a bad pointer after recording", variants: [.starter], defaultIterations: 1
+  ) { context in
+    recordBeforeTheCrash(context)
     crashWithNullDereference()
   },
-  Scenario("abort", summary: "calls abort()", variants: [.starter], defaultIterations: 1) { _ in
-    abort()
+  Scenario("abort", summary: "calls abort() after recording", variants: [.starter], defaultIterations: 1) { context in
+    recordBeforeTheCrash(context)
+    crashWithAbort()
   },
-  Scenario("hang", summary: "never returns", variants: [.starter], defaultIterations: 1) { _ in
-    while true { sleep(1) }
+  Scenario("hang", summary: "spins forever after recording", variants: [.starter], defaultIterations: 1) { context in
+    recordBeforeTheCrash(context)
+    spinForever()
   },
   Scenario("throws", summary: "throws an error", variants: [.starter], defaultIterations: 1) { _ in
     throw ScenarioFailure()

@@ -1,0 +1,58 @@
+// CPerfCrash: keeps a dying scenario process alive long enough to write its partial report.
+//
+// The scenario child arms it around the scenario's body:
+//   CPerfCrash_arm -> a reporter thread blocks in CPerfCrash_waitForSignal -> a fatal
+//   signal (or the harness's stop signal) parks the signalled thread in the handler and
+//   wakes the reporter -> the reporter writes what was recorded -> CPerfCrash_reportDone
+//   -> the handler hands the signal back to its previous owner (the Swift runtime's
+//   backtracer prints the stack) and the process dies as it would have.
+// Or, when the body returns: CPerfCrash_disarm wakes the reporter with 0 and the
+// previous handlers are restored.
+#ifndef CPERFCRASH_H
+#define CPERFCRASH_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/// Installs the handlers for SIGSEGV, SIGBUS, SIGILL, SIGTRAP, SIGFPE, SIGABRT and
+/// `stopSignal` (the signal the harness sends on --timeout). A signalled thread waits at
+/// most `handlerWaitMs` for the report. Returns 0, or errno of the failing sigaction
+/// (nothing is left installed then). One arming at a time per process. The calling
+/// thread (the main thread) gets those signals unblocked until CPerfCrash_release.
+int32_t CPerfCrash_arm(int32_t stopSignal, int64_t handlerWaitMs);
+
+/// For the reporter thread: blocks until a handled signal arrives (returns it, and the
+/// thread that took it in *tid) or CPerfCrash_disarm is called (returns 0). The calling
+/// thread is recorded as the reporter (and named crash-reporter): a signal it takes
+/// itself is not waited for.
+int32_t CPerfCrash_waitForSignal(int32_t *tid);
+
+/// For the reporter: stops the main thread in the handler (it sends `stopSignal` to it
+/// unless the main thread took the signal itself) and waits at most `timeoutMs` for it.
+/// Returns 1 when the main thread is parked.
+int32_t CPerfCrash_parkMainThread(int64_t timeoutMs);
+
+/// For the reporter: the report is written (or given up); signalled threads go on.
+void CPerfCrash_reportDone(void);
+
+/// Ends the arming: wakes the reporter with 0 unless a signal already woke it. Returns 1
+/// if a signal had arrived first (the process is dying; the reporter is writing).
+int32_t CPerfCrash_disarm(void);
+
+/// After the reporter thread has returned from a disarm, on the thread that armed:
+/// restores the previous handlers and that thread's signal mask.
+/// Does nothing while a signal is being reported.
+void CPerfCrash_release(void);
+
+/// Sends `signal` to the main thread of process `pid` (tgkill with tid == pid): a
+/// process-directed kill could land on any thread.
+int32_t CPerfCrash_signalMainThread(int32_t pid, int32_t signal);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,110 @@
+import CPerfCrash
+import Foundation
+import PerfHarness
+import PerfReports
+
+extension ScenarioProcess {
+  /// The signal the harness sends the child's main thread on --timeout: the child writes
+  /// its partial report, then the Swift runtime's backtracer prints where it hung. (The
+  /// backtracer also handles SIGQUIT, but its helper process outlives a child that dies of
+  /// it, holding the child's stderr open.)
+  static let stopSignal = SIGABRT
+  /// How long a signalled thread waits for the partial report before the process dies
+  /// as it would have without one.
+  static let reportWaitMilliseconds: Int64 = 10_000
+  /// How long the harness waits after the stop signal before SIGKILL: the report wait,
+  /// then the backtracer's symbolication.
+  static let stopGraceSeconds = 20
+}
+
+/// The child's half of crash survival: while the scenario's body runs, a fatal signal or
+/// the harness's stop signal parks the signalled thread (CPerfCrash) and wakes a reporter
+/// thread, which builds the report of the run so far and writes it where the parent reads
+/// the child's result. Then the signal goes on to the runtime's backtracer.
+@MainActor
+final class CrashReporter: ScenarioInterruptions {
+  private let resultPath: String
+  private var reporter: pthread_t?
+
+  init(resultPath: String) {
+    self.resultPath = resultPath
+  }
+
+  func scenarioWillStart(_ partialReport: PartialReport) {
+    let armed = CPerfCrash_arm(ScenarioProcess.stopSignal, ScenarioProcess.reportWaitMilliseconds)
+    guard armed == 0 else {
+      FileHandle.standardError.write(
+        Data(
+          "perfharness: the crash handler is not installed (\(String(cString: strerror(armed)))): a crash loses the recording\n"
+            .utf8))
+      return
+    }
+    let job = Unmanaged.passRetained(ReporterJob(partialReport: partialReport, resultPath: resultPath)).toOpaque()
+    // The reporter starts with every signal blocked, as the sampler's own thread does: it
+    // is never sampled and a process-directed signal never lands on it.
+    var all = sigset_t()
+    var saved = sigset_t()
+    sigfillset(&all)
+    pthread_sigmask(SIG_SETMASK, &all, &saved)
+    var thread = pthread_t()
+    let created = pthread_create(
+      &thread, nil,
+      { argument in
+        Unmanaged<ReporterJob>.fromOpaque(argument!).takeRetainedValue().run()
+        return nil
+      }, job)
+    pthread_sigmask(SIG_SETMASK, &saved, nil)
+    guard created == 0 else {
+      Unmanaged<ReporterJob>.fromOpaque(job).release()
+      _ = CPerfCrash_disarm()
+      CPerfCrash_release()
+      FileHandle.standardError.write(Data("perfharness: no crash reporter thread (error \(created))\n".utf8))
+      return
+    }
+    reporter = thread
+  }
+
+  func scenarioDidEnd() {
+    guard let reporter else { return }
+    self.reporter = nil
+    // A signal that won the race is being reported: the join waits for it (bounded by the
+    // handler's wait), and the process then dies of that signal.
+    let signalled = CPerfCrash_disarm()
+    pthread_join(reporter, nil)
+    if signalled == 0 { CPerfCrash_release() }
+  }
+}
+
+/// What the reporter thread does once woken.
+private final class ReporterJob: @unchecked Sendable {
+  let partialReport: PartialReport
+  let resultPath: String
+
+  init(partialReport: PartialReport, resultPath: String) {
+    self.partialReport = partialReport
+    self.resultPath = resultPath
+  }
+
+  func run() {
+    var thread: Int32 = 0
+    let signal = CPerfCrash_waitForSignal(&thread)
+    guard signal != 0 else { return }
+    defer { CPerfCrash_reportDone() }
+    guard CPerfCrash_parkMainThread(2_000) == 1 else {
+      complain("the main thread did not stop within 2 s")
+      return
+    }
+    let name = ScenarioProcess.signalName(signal)
+    let whose = thread == getpid() ? "the main thread" : "thread \(thread)"
+    let report = partialReport.build(error: "recorded until \(name) on \(whose)")
+    do {
+      try ReportJSON.encode(report, pretty: false).write(to: URL(fileURLWithPath: resultPath), options: .atomic)
+    } catch {
+      complain("cannot write \(resultPath): \(error)")
+    }
+  }
+
+  private func complain(_ why: String) {
+    FileHandle.standardError.write(Data("perfharness: no partial report: \(why)\n".utf8))
+  }
+}
