@@ -82,7 +82,11 @@ let scenarios = [
     throw ScenarioFailure()
   },
   Scenario("completes", summary: "does a little work", variants: [.starter], defaultIterations: 1) { context in
-    context.step("work") { _ = (0..<1000).map { $0 * 2 } }
+    // Long enough for the Time Profiler to see it: reports read by the fuzzer need threads.
+    context.step("work") {
+      _ = (0..<1000).map { $0 * 2 }
+      _ = burnCPU(milliseconds: 60)
+    }
   },
 ]
 
