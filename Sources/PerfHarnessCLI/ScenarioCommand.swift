@@ -49,6 +49,23 @@ struct ScenarioCommand: ParsableCommand {
     }
   }
 
+  /// With `--check` and no `--instruments`, what the scenario's thresholds need: the
+  /// defaults, or `allocations,leaks` when they limit leaks (the leak scan misses cycles
+  /// with the Time Profiler in the same run, README "Leaks"). Instruments named on the
+  /// command line are kept as given: a limit they cannot measure fails as not measured.
+  private func options(for scenario: Scenario) throws -> ScenarioOptions {
+    guard checks.check, options.instruments == nil, options.childResult == nil else { return options }
+    let required = try checks.thresholds(for: scenario).requiredInstruments
+    var chosen = Set(Instrument.defaults).union(required)
+    if required.contains(.leaks) {
+      chosen.remove(.time)
+      Progress.report("\(scenario.name): its thresholds limit leaks, so --check records allocations,leaks")
+    }
+    var adjusted = options
+    adjusted.instruments = Instrument.allCases.filter(chosen.contains).map(\.rawValue).joined(separator: ",")
+    return adjusted
+  }
+
   private func variant(of scenario: Scenario) -> ScenarioVariant {
     options.variant.map(ScenarioVariant.init(rawValue:)) ?? scenario.variants[0]
   }
@@ -68,13 +85,14 @@ struct ScenarioCommand: ParsableCommand {
 
   @MainActor
   private func runAll() throws -> [Report] {
-    var runner = ScenarioRunner(configuration: options.recordingConfiguration)
-    if let childResult = options.childResult {
-      // A crash or the parent's stop signal still hands over what was recorded.
-      runner.interruptions = CrashReporter(resultPath: childResult)
-    }
     var reports: [Report] = []
     for scenario in selectedScenarios {
+      let options = try options(for: scenario)
+      var runner = ScenarioRunner(configuration: options.recordingConfiguration)
+      if let childResult = options.childResult {
+        // A crash or the parent's stop signal still hands over what was recorded.
+        runner.interruptions = CrashReporter(resultPath: childResult)
+      }
       let variant = variant(of: scenario)
       let iterations = options.iterations ?? scenario.defaultIterations
       Progress.report("running \(scenario.name) [\(variant)] ...")

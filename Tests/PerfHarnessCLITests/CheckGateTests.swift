@@ -18,7 +18,7 @@ struct CheckGateTests {
     defer { try? FileManager.default.removeItem(at: directory) }
     let result = try perfharness.run(
       [
-        "scenario", scenario, "--variant", variant, "--iterations", "2", "--instruments", "allocations", "--check",
+        "scenario", scenario, "--variant", variant, "--iterations", "2", "--check",
         "--format", "json", "--output", directory.path,
       ], in: packageRoot)
     let report = try JSONDecoder().decode(Report.self, from: Data(result.standardOutput.utf8))
@@ -45,7 +45,12 @@ struct CheckGateTests {
       Set(report.checks.filter { !$0.passed }.map(\.name)) == [
         "max-persistent PhotoSearch.SearchResultsViewController",
         "max-persistent PhotoSearch.SearchResultsCollectionViewCell", "max-persistent closure context",
+        "max-leaked-bytes", "max-cycles",
       ])
+    // The thresholds limit leaks, so --check recorded them (without the Time Profiler).
+    #expect(report.scenario.instruments == [.allocations, .leaks])
+    let cycles = try #require(report.checks.first { $0.name == "max-cycles" })
+    #expect((cycles.detail ?? "").contains("PhotoSearch.SearchResultsViewController"), "\(cycles)")
   }
 
   @Test("fixed passes", arguments: ["filtered-thumbnail-scrolling", "search-drill-downs", "closure-retain-cycles"])
