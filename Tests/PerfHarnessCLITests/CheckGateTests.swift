@@ -41,16 +41,20 @@ struct CheckGateTests {
   func cyclesStarterFails() throws {
     let (status, report) = try gate("closure-retain-cycles", variant: "starter")
     #expect(status == 2)
+    let failed = Set(report.checks.filter { !$0.passed }.map(\.name))
+    let persistent: Set = [
+      "max-persistent PhotoSearch.SearchResultsViewController",
+      "max-persistent PhotoSearch.SearchResultsCollectionViewCell", "max-persistent closure context",
+    ]
+    // The leak limits fail too when the conservative scan finds the cycle, which it can
+    // miss on a loaded machine (README, Leaks): they may, never must, be among the failures.
     #expect(
-      Set(report.checks.filter { !$0.passed }.map(\.name)) == [
-        "max-persistent PhotoSearch.SearchResultsViewController",
-        "max-persistent PhotoSearch.SearchResultsCollectionViewCell", "max-persistent closure context",
-        "max-leaked-bytes", "max-cycles",
-      ])
+      failed.isSuperset(of: persistent) && failed.isSubset(of: persistent.union(["max-leaked-bytes", "max-cycles"])))
     // The thresholds limit leaks, so --check recorded them (without the Time Profiler).
     #expect(report.scenario.instruments == [.allocations, .leaks])
-    let cycles = try #require(report.checks.first { $0.name == "max-cycles" })
-    #expect((cycles.detail ?? "").contains("PhotoSearch.SearchResultsViewController"), "\(cycles)")
+    if let cycles = report.checks.first(where: { $0.name == "max-cycles" }), !cycles.passed {
+      #expect((cycles.detail ?? "").contains("PhotoSearch.SearchResultsViewController"), "\(cycles)")
+    }
   }
 
   @Test("fixed passes", arguments: ["filtered-thumbnail-scrolling", "search-drill-downs", "closure-retain-cycles"])
