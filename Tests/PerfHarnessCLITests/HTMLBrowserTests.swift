@@ -9,6 +9,16 @@ import Testing
 @Suite("HTML report in a browser")
 struct HTMLBrowserTests {
   let perfharness = try! BuiltBinary("perfharness")
+
+  /// A one-iteration closure-retain-cycles report with allocations, for `report --html`.
+  private func recordAllocations(into directory: URL) throws -> URL {
+    let run = try perfharness.run([
+      "scenario", "closure-retain-cycles", "--iterations", "1", "--instruments", "allocations", "--output",
+      directory.path,
+    ])
+    #expect(run.status == 0, "\(run.standardError)")
+    return directory.appendingPathComponent("closure-retain-cycles/starter/report.json")
+  }
   let fixtures = try! BuiltBinary("perfharness-fixtures")
 
   @Test(
@@ -77,12 +87,7 @@ struct HTMLBrowserTests {
   func comparisonSection() throws {
     let directory = try temporaryDirectory()
     defer { try? FileManager.default.removeItem(at: directory) }
-    let run = try perfharness.run([
-      "scenario", "closure-retain-cycles", "--iterations", "1", "--instruments", "allocations", "--output",
-      directory.path,
-    ])
-    #expect(run.status == 0, "\(run.standardError)")
-    let json = directory.appendingPathComponent("closure-retain-cycles/starter/report.json")
+    let json = try recordAllocations(into: directory)
     var object = try #require(JSONSerialization.jsonObject(with: Data(contentsOf: json)) as? [String: Any])
     // The shape BaselineComparison encodes (a model that reads the key must accept it), with
     // the nulls it allows.
@@ -119,12 +124,7 @@ struct HTMLBrowserTests {
   func unwritableOutput() throws {
     let directory = try temporaryDirectory()
     defer { try? FileManager.default.removeItem(at: directory) }
-    let run = try perfharness.run([
-      "scenario", "closure-retain-cycles", "--iterations", "1", "--instruments", "allocations", "--output",
-      directory.path,
-    ])
-    #expect(run.status == 0, "\(run.standardError)")
-    let json = directory.appendingPathComponent("closure-retain-cycles/starter/report.json")
+    let json = try recordAllocations(into: directory)
     let target = directory.appendingPathComponent("missing/folder/out.html").path
     let result = try perfharness.run(["report", json.path, "--html", target])
     #expect(result.status == 1)

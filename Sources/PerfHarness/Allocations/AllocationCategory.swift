@@ -84,8 +84,7 @@ struct SwiftMetadataNamer {
   private var cache: [UInt: AllocationCategory] = [:]
 
   init() {
-    readable = Self.readableRanges()
-    executableImage = Self.executableImageRanges()
+    (readable, executableImage) = Self.mappedRanges()
   }
 
   mutating func category(forMetadata metadata: UInt) -> AllocationCategory {
@@ -165,34 +164,26 @@ struct SwiftMetadataNamer {
     return result + rest
   }
 
-  /// The mappings of the running executable's file.
-  private static func executableImageRanges() -> [(start: UInt, end: UInt)] {
-    guard let executable = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"),
-      let maps = try? String(contentsOfFile: "/proc/self/maps", encoding: .utf8)
-    else { return [] }
-    return maps.split(separator: "\n").compactMap { line in
-      let fields = line.split(separator: " ", omittingEmptySubsequences: true)
-      guard fields.count >= 6, fields[5...].joined(separator: " ") == executable else { return nil }
-      let bounds = fields[0].split(separator: "-")
-      guard bounds.count == 2, let start = UInt(bounds[0], radix: 16), let end = UInt(bounds[1], radix: 16)
-      else { return nil }
-      return (start, end)
-    }
-  }
-
-  private static func readableRanges() -> [(start: UInt, end: UInt)] {
-    guard let file = fopen("/proc/self/maps", "r") else { return [] }
+  /// The readable mappings, and those of the running executable's own file, from one read
+  /// of /proc/self/maps.
+  private static func mappedRanges() -> (readable: [(start: UInt, end: UInt)], executable: [(start: UInt, end: UInt)]) {
+    guard let file = fopen("/proc/self/maps", "r") else { return ([], []) }
     defer { fclose(file) }
+    let executablePath = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")
     var ranges: [(start: UInt, end: UInt)] = []
+    var executable: [(start: UInt, end: UInt)] = []
     var line = [CChar](repeating: 0, count: 4096)
     while fgets(&line, Int32(line.count), file) != nil {
-      let text = String(decoding: line.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-      let fields = text.split(separator: " ", maxSplits: 2)
-      guard fields.count >= 2, fields[1].first == "r" else { continue }
+      let text = String(decoding: line.prefix { $0 != 0 && $0 != 0x0A }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+      let fields = text.split(separator: " ", maxSplits: 5, omittingEmptySubsequences: true)
+      guard fields.count >= 2 else { continue }
       let bounds = fields[0].split(separator: "-")
       guard bounds.count == 2, let start = UInt(bounds[0], radix: 16), let end = UInt(bounds[1], radix: 16)
       else { continue }
-      ranges.append((start, end))
+      if fields.count == 6, let executablePath, fields[5].trimmingCharacters(in: .whitespaces) == executablePath {
+        executable.append((start, end))
+      }
+      if fields[1].first == "r" { ranges.append((start, end)) }
     }
     // Adjacent mappings (e.g. an anonymous region the metadata allocator extended) merge,
     // so a structure that straddles two of them still counts as readable.
@@ -204,6 +195,6 @@ struct SwiftMetadataNamer {
         merged.append(range)
       }
     }
-    return merged
+    return (merged, executable)
   }
 }
