@@ -961,14 +961,18 @@ __attribute__((noinline)) static void *reallocRecording(void *pointer, size_t si
   int taken = pointer ? takeBlock(pointer, &old, false) : TAKE_UNTRACKED;
   bool tracked = taken == TAKE_TRACKED;
   uint64_t oldKey = tracked ? categoryKey(pointer, &old) : 0;
+  // What the block held before: the rest is uninitialized, i.e. stale words of freed
+  // blocks, which a leak scan would read as pointers to whatever now lives at those
+  // addresses (realloc(NULL, n) included: it is a malloc).
+  size_t oldSize = !pointer ? 0 : taken != TAKE_UNTRACKED ? (size_t)(old.w1 & SIZE_MASK)
+                   : g_zeroNewBlocks ? malloc_usable_size(pointer) : 0;
   void *p = __libc_realloc(pointer, size);
   if (!p && size != 0 && pointer) {
     if (taken != TAKE_UNTRACKED) putBack(pointer, &old);  // failed: the old block is untouched
   } else {
     if (tracked) aggregateFree(pointer, &old, oldKey);
     if (p) {
-      // Only the grown part is uninitialized (old size known when the block was tracked).
-      if (taken != TAKE_UNTRACKED && size > (old.w1 & SIZE_MASK)) zeroIfTrackingAll(p, old.w1 & SIZE_MASK, size);
+      if (size > oldSize) zeroIfTrackingAll(p, oldSize, size);
       recordAlloc(p, size, HOOK_FRAME());
     }
   }
@@ -1480,6 +1484,27 @@ const CPerfAlloc_Block *CPerfAlloc_blocks(uint64_t *count) {
   bool ok = atomic_load(&g_state) == STATE_STOPPED;
   if (count) *count = ok ? g_blockCount : 0;
   return ok ? g_blocks : NULL;
+}
+
+uint64_t CPerfAlloc_liveBlocksBeforeSession(uint64_t *pairs, uint64_t capacity) {
+  if (atomic_load(&g_state) != STATE_TRACKING) return 0;
+  uint64_t n = 0;
+  for (int i = 0; i < STRIPES; i++) {
+    Stripe *s = &g_stripes[i];
+    spinLock(&s->lock);
+    for (uint64_t j = 0; j < s->capacity; j++) {
+      const Slot *slot = &s->slots[j];
+      uint64_t key = slot->w0 & ADDR_MASK;
+      if (key <= KEY_TOMBSTONE) continue;
+      if (pairs && n < capacity) {
+        pairs[2 * n] = key << 4;
+        pairs[2 * n + 1] = slot->w1 & SIZE_MASK;
+      }
+      n++;
+    }
+    spinUnlock(&s->lock);
+  }
+  return n;
 }
 
 const CPerfAlloc_Block *CPerfAlloc_preexistingBlocks(uint64_t *count) {

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <ucontext.h>
 #include <unistd.h>
@@ -417,17 +418,57 @@ typedef struct {
   uint64_t *rootSources;  // optional: the first root word that marked each block
   Vec edges;
   int failed;
+  const CPerfHeapScan_Snapshot *snapshot;  // optional
+  uint64_t snapshotCursor;                 // range of the last lookup
+  uint64_t staleWords;
 } Scanner;
+
+/// Whether the word at `address` still holds `value`, the value it held when the
+/// snapshot was taken (and not a pointer into a block live then: see CPerfHeapScan.h).
+static inline int unchanged_since_snapshot(Scanner *sc, uint64_t address, uint64_t value) {
+  const CPerfHeapScan_Snapshot *snap = sc->snapshot;
+  if (!snap || snap->rangeCount == 0 || value == 0) return 0;
+  const CPerfHeapScan_SnapshotRange *r = snap->ranges;
+  uint64_t i = sc->snapshotCursor;
+  if (i >= snap->rangeCount || address < r[i].start || address >= r[i].end) {
+    int64_t lo = 0, hi = (int64_t)snap->rangeCount - 1, found = -1;
+    while (lo <= hi) {
+      int64_t mid = (lo + hi) >> 1;
+      if (r[mid].start <= address) {
+        found = mid;
+        lo = mid + 1;
+      } else {
+        hi = mid - 1;
+      }
+    }
+    if (found < 0 || address >= r[found].end) return 0;
+    i = (uint64_t)found;
+    sc->snapshotCursor = i;
+  }
+  return snap->words[r[i].firstWord + (address - r[i].start) / 8] == value;
+}
+
+/// A root word naming a block allocated after the snapshot, unchanged since the
+/// snapshot: written before that block existed, so it is a stale copy of an address
+/// that was reused, not a reference.
+static inline int stale_root_word(Scanner *sc, uint64_t address, uint64_t raw, int64_t target) {
+  if (!sc->snapshot || (sc->ix->blocks[target].flags & CPerfHeapScan_BlockHolder)) return 0;
+  if (!unchanged_since_snapshot(sc, address, raw)) return 0;
+  sc->staleWords++;
+  return 1;
+}
 
 static inline void scan_root_range(Scanner *sc, uint64_t start, uint64_t end, uint8_t mark) {
   const Index *ix = sc->ix;
   start = (start + 7) & ~7ull;
   end &= ~7ull;
   for (uint64_t a = start; a < end; a += 8) {
-    uint64_t v = *(const volatile uint64_t *)a & POINTER_MASK;
+    uint64_t raw = *(const volatile uint64_t *)a;
+    uint64_t v = raw & POINTER_MASK;
     if (v - ix->minStart >= ix->maxEnd - ix->minStart) continue;
     int64_t b = index_find(ix, v);
     if (b >= 0) {
+      if (mark == CPerfHeapScan_MarkGlobalRoot && stale_root_word(sc, a, raw, b)) continue;
       if (sc->rootSources && !sc->rootSources[b]) sc->rootSources[b] = a;
       sc->marks[b] |= mark;
     }
@@ -440,7 +481,11 @@ static void scan_words(Scanner *sc, const uint64_t *words, uint64_t n, uint8_t m
     uint64_t v = words[i] & POINTER_MASK;
     if (v - ix->minStart >= ix->maxEnd - ix->minStart) continue;
     int64_t b = index_find(ix, v);
-    if (b >= 0) sc->marks[b] |= mark;
+    if (b >= 0) {
+      if (mark == CPerfHeapScan_MarkHeldByHolder && stale_root_word(sc, (uint64_t)&words[i], words[i], b)) continue;
+      if (sc->rootSources && !sc->rootSources[b]) sc->rootSources[b] = (uint64_t)&words[i];
+      sc->marks[b] |= mark;
+    }
   }
 }
 
@@ -549,7 +594,7 @@ static int32_t scan_impl(const CPerfHeapScan_Block *blocks, uint64_t count, cons
   int timeoutMs = options && options->parkTimeoutMs > 0 ? options->parkTimeoutMs : 500;
 
   Index ix;
-  Scanner sc = {.ix = &ix};
+  Scanner sc = {.ix = &ix, .snapshot = options ? options->snapshot : NULL};
   sc.edges.elementSize = sizeof(CPerfHeapScan_Edge);
   Vec maps = {0}, segments = {.elementSize = sizeof(Range)}, tids = {0};
   int32_t status = 0;
@@ -740,11 +785,172 @@ done:
   vec_free(&segments);
   vec_free(&tids);
   index_free(&ix);
+  result->staleWords = sc.staleWords;
   result->edges = sc.edges.data;
   result->edgeCount = sc.edges.count;
   result->edgeMappedBytes = sc.edges.data ? round_page(sc.edges.capacity * sizeof(CPerfHeapScan_Edge)) : 0;
   result->error = status;
   return status;
+}
+
+// ---------------------------------------------------------------- snapshot
+
+static void sort_pairs(uint64_t *pairs, uint64_t n) {
+  // Heapsort by address: no allocation (qsort may call malloc).
+  for (uint64_t start = n / 2; start-- > 0;) {
+    for (uint64_t root = start;;) {
+      uint64_t child = 2 * root + 1;
+      if (child >= n) break;
+      if (child + 1 < n && pairs[2 * (child + 1)] > pairs[2 * child]) child++;
+      if (pairs[2 * root] >= pairs[2 * child]) break;
+      uint64_t a = pairs[2 * root], b = pairs[2 * root + 1];
+      pairs[2 * root] = pairs[2 * child];
+      pairs[2 * root + 1] = pairs[2 * child + 1];
+      pairs[2 * child] = a;
+      pairs[2 * child + 1] = b;
+      root = child;
+    }
+  }
+  for (uint64_t end = n; end-- > 1;) {
+    uint64_t a = pairs[0], b = pairs[1];
+    pairs[0] = pairs[2 * end];
+    pairs[1] = pairs[2 * end + 1];
+    pairs[2 * end] = a;
+    pairs[2 * end + 1] = b;
+    for (uint64_t root = 0;;) {
+      uint64_t child = 2 * root + 1;
+      if (child >= end) break;
+      if (child + 1 < end && pairs[2 * (child + 1)] > pairs[2 * child]) child++;
+      if (pairs[2 * root] >= pairs[2 * child]) break;
+      a = pairs[2 * root];
+      b = pairs[2 * root + 1];
+      pairs[2 * root] = pairs[2 * child];
+      pairs[2 * root + 1] = pairs[2 * child + 1];
+      pairs[2 * child] = a;
+      pairs[2 * child + 1] = b;
+      root = child;
+    }
+  }
+}
+
+int32_t CPerfHeapScan_takeSnapshot(uint64_t (*liveBlocks)(uint64_t *pairs, uint64_t capacity),
+                                   CPerfHeapScan_Snapshot *out) {
+  memset(out, 0, sizeof *out);
+  uint64_t *pairs = NULL, pairBytes = 0, n = 0;
+  for (int attempt = 0; attempt < 4; attempt++) {
+    uint64_t want = liveBlocks(NULL, 0);
+    uint64_t capacity = want + want / 4 + 1024;
+    pairBytes = round_page(capacity * 16);
+    pairs = map_bytes(pairBytes);
+    if (!pairs) return errno;
+    n = liveBlocks(pairs, capacity);
+    if (n <= capacity) break;
+    munmap(pairs, pairBytes);
+    pairs = NULL;
+  }
+  if (!pairs) return EAGAIN;
+  sort_pairs(pairs, n);
+
+  // The live blocks, for "did this word point into a block then?".
+  uint64_t blockBytes = round_page((n ? n : 1) * sizeof(CPerfHeapScan_Block));
+  CPerfHeapScan_Block *blocks = map_bytes(blockBytes);
+  Vec ranges = {.elementSize = sizeof(CPerfHeapScan_SnapshotRange)};
+  Vec segments = {.elementSize = sizeof(Range)};
+  Index ix = {0};
+  int32_t status = 0;
+  if (!blocks) {
+    status = errno;
+    goto done;
+  }
+  uint64_t kept = 0, lastEnd = 0;
+  for (uint64_t i = 0; i < n; i++) {
+    uint64_t start = pairs[2 * i], size = pairs[2 * i + 1];
+    if (start < lastEnd) continue;  // overlapping (should not happen): keep the first
+    blocks[kept].start = start;
+    blocks[kept].size = size > UINT32_MAX ? UINT32_MAX : (uint32_t)size;
+    blocks[kept].flags = 0;
+    lastEnd = start + blocks[kept].size;
+    kept++;
+  }
+  if (index_build(&ix, blocks, kept) != 0) {
+    status = errno ? errno : ENOMEM;
+    goto done;
+  }
+  // What is snapshotted: every live block, and the writable segments of the images.
+  uint64_t totalWords = 0;
+  for (uint64_t i = 0; i < kept; i++) {
+    CPerfHeapScan_SnapshotRange r = {blocks[i].start, blocks[i].start + (blocks[i].size & ~7u), totalWords};
+    if (r.end <= r.start) continue;
+    if (vec_push(&ranges, &r) != 0) {
+      status = ENOMEM;
+      goto done;
+    }
+    totalWords += (r.end - r.start) / 8;
+  }
+  dl_iterate_phdr(collect_segment, &segments);
+  Range *seg = segments.data;
+  for (uint64_t i = 0; i < segments.count; i++) {
+    CPerfHeapScan_SnapshotRange r = {(seg[i].start + 7) & ~7ull, seg[i].end & ~7ull, totalWords};
+    if (r.end <= r.start) continue;
+    if (vec_push(&ranges, &r) != 0) {
+      status = ENOMEM;
+      goto done;
+    }
+    totalWords += (r.end - r.start) / 8;
+  }
+  // Image segments lie outside the heap: keep the ranges sorted for the lookup.
+  CPerfHeapScan_SnapshotRange *rs = ranges.data;
+  for (uint64_t i = 1; i < ranges.count; i++) {
+    CPerfHeapScan_SnapshotRange key = rs[i];
+    uint64_t j = i;
+    while (j > 0 && rs[j - 1].start > key.start) {
+      rs[j] = rs[j - 1];
+      j--;
+    }
+    rs[j] = key;
+  }
+  uint64_t wordBytes = round_page((totalWords ? totalWords : 1) * 8);
+  uint64_t *words = map_bytes(wordBytes);
+  if (!words) {
+    status = errno;
+    goto done;
+  }
+  // process_vm_readv: a block freed and unmapped meanwhile reads as a failure, not a fault.
+  pid_t pid = getpid();
+  for (uint64_t i = 0; i < ranges.count; i++) {
+    uint64_t *dest = words + rs[i].firstWord;
+    uint64_t bytes = rs[i].end - rs[i].start;
+    struct iovec local = {dest, bytes}, remote = {(void *)(uintptr_t)rs[i].start, bytes};
+    ssize_t got = process_vm_readv(pid, &local, 1, &remote, 1, 0);
+    if (got < 0) got = 0;
+    if ((uint64_t)got < bytes) memset((char *)dest + got, 0, bytes - (uint64_t)got);
+    // A word that points into a live block may be a reference that is later rewritten
+    // with the same address (the block freed, a new one allocated there): not trusted.
+    for (uint64_t w = 0; w < bytes / 8; w++) {
+      uint64_t v = dest[w] & POINTER_MASK;
+      if (v - ix.minStart < ix.maxEnd - ix.minStart && index_find(&ix, v) >= 0) dest[w] = 0;
+    }
+  }
+  out->ranges = ranges.data;
+  out->rangeCount = ranges.count;
+  out->rangeBytes = round_page(ranges.capacity * sizeof(CPerfHeapScan_SnapshotRange));
+  out->words = words;
+  out->wordBytes = wordBytes;
+  ranges.data = NULL;
+
+done:
+  index_free(&ix);
+  vec_free(&ranges);
+  vec_free(&segments);
+  if (blocks) munmap(blocks, blockBytes);
+  munmap(pairs, pairBytes);
+  return status;
+}
+
+void CPerfHeapScan_freeSnapshot(CPerfHeapScan_Snapshot *snapshot) {
+  if (snapshot->ranges) munmap(snapshot->ranges, snapshot->rangeBytes);
+  if (snapshot->words) munmap(snapshot->words, snapshot->wordBytes);
+  memset(snapshot, 0, sizeof *snapshot);
 }
 
 __attribute__((noinline)) void CPerfHeapScan_scrubStack(uint32_t bytes) {

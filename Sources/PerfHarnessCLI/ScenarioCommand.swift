@@ -50,17 +50,11 @@ struct ScenarioCommand: ParsableCommand {
   }
 
   /// With `--check` and no `--instruments`, what the scenario's thresholds need: the
-  /// defaults, or `allocations,leaks` when they limit leaks (the leak scan misses cycles
-  /// with the Time Profiler in the same run, README "Leaks"). Instruments named on the
-  /// command line are kept as given: a limit they cannot measure fails as not measured.
+  /// defaults plus whatever a limit needs (leaks, for the leak limits). Instruments named
+  /// on the command line are kept as given: a limit they cannot measure fails as not measured.
   private func options(for scenario: Scenario) throws -> ScenarioOptions {
     guard checks.check, options.instruments == nil, options.childResult == nil else { return options }
-    let required = try checks.thresholds(for: scenario).requiredInstruments
-    var chosen = Set(Instrument.defaults).union(required)
-    if required.contains(.leaks) {
-      chosen.remove(.time)
-      Progress.report("\(scenario.name): its thresholds limit leaks, so --check records allocations,leaks")
-    }
+    let chosen = Set(Instrument.defaults).union(try checks.thresholds(for: scenario).requiredInstruments)
     var adjusted = options
     adjusted.instruments = Instrument.allCases.filter(chosen.contains).map(\.rawValue).joined(separator: ",")
     return adjusted

@@ -72,14 +72,6 @@ struct ScenarioOptions: ParsableArguments {
     if let iterations, iterations < 1 {
       throw ValidationError("--iterations must be a positive integer, got \(iterations)")
     }
-    let chosen = try parsedInstruments()
-    if chosen.contains(.time) && chosen.contains(.leaks) && childResult == nil {
-      // Measured: with the Time Profiler in the same run the scan found 1 of 3 cycles.
-      FileHandle.standardError.write(
-        Data(
-          "perfharness: warning: the leak scan misses leaks when the Time Profiler records in the same run; for leaks use --instruments allocations,leaks\n"
-            .utf8))
-    }
     guard (1...86_400).contains(timeout) else {
       throw ValidationError("--timeout must be between 1 and 86400 seconds, got \(timeout)")
     }

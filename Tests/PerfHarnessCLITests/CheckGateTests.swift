@@ -42,19 +42,16 @@ struct CheckGateTests {
     let (status, report) = try gate("closure-retain-cycles", variant: "starter")
     #expect(status == 2)
     let failed = Set(report.checks.filter { !$0.passed }.map(\.name))
-    let persistent: Set = [
+    let expected: Set = [
       "max-persistent PhotoSearch.SearchResultsViewController",
       "max-persistent PhotoSearch.SearchResultsCollectionViewCell", "max-persistent closure context",
+      "max-leaked-bytes", "max-cycles",
     ]
-    // The leak limits fail too when the conservative scan finds the cycle, which it can
-    // miss on a loaded machine (README, Leaks): they may, never must, be among the failures.
-    #expect(
-      failed.isSuperset(of: persistent) && failed.isSubset(of: persistent.union(["max-leaked-bytes", "max-cycles"])))
-    // The thresholds limit leaks, so --check recorded them (without the Time Profiler).
-    #expect(report.scenario.instruments == [.allocations, .leaks])
-    if let cycles = report.checks.first(where: { $0.name == "max-cycles" }), !cycles.passed {
-      #expect((cycles.detail ?? "").contains("PhotoSearch.SearchResultsViewController"), "\(cycles)")
-    }
+    #expect(failed == expected)
+    // The thresholds limit leaks, so --check recorded them along with the defaults.
+    #expect(report.scenario.instruments == [.time, .allocations, .leaks])
+    let cycles = try #require(report.checks.first { $0.name == "max-cycles" })
+    #expect((cycles.detail ?? "").contains("PhotoSearch.SearchResultsViewController"), "\(cycles)")
   }
 
   @Test("fixed passes", arguments: ["filtered-thumbnail-scrolling", "search-drill-downs", "closure-retain-cycles"])

@@ -32,6 +32,7 @@ struct LeakCorpusReleaseTests {
     "root-leak": Verdict(roots: ["LeakOrphan": 1], leakedCount: 1),
     "global-cache": Verdict(),
     "global-cycle": Verdict(),
+    "cycle-behind-stale-words": Verdict(cycles: [["LeakStaleA", "LeakStaleB"]: 1], leakedCount: 2),
     "many-cycles": Verdict(cycles: [["LeakManyA", "LeakManyB"]: 25], leakedCount: 50),
   ]
 

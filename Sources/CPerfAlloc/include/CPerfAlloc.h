@@ -147,6 +147,12 @@ typedef struct CPerfAlloc_Stats {
 /// constructor ran stay unknown. Returns 0 or CPerfAlloc_ErrorBusy / CPerfAlloc_ErrorSystem.
 int32_t CPerfAlloc_trackAllBlocks(void);
 
+/// While every block is tracked (CPerfAlloc_trackAllBlocks) and no session has started:
+/// writes the live blocks as (address, size) pairs into `pairs` (up to `capacity` pairs;
+/// NULL to count) and returns how many are live, which may exceed `capacity`. Allocates
+/// nothing. Returns 0 in any other state.
+uint64_t CPerfAlloc_liveBlocksBeforeSession(uint64_t *pairs, uint64_t capacity);
+
 /// Starts a session. Returns 0, or an error code with details in *error.
 int32_t CPerfAlloc_start(const CPerfAlloc_Config *config, CPerfAlloc_Error *error);
 

@@ -76,6 +76,37 @@ enum {
   CPerfHeapScan_MarkHeldByHolder = 16, // pointed to from a CPerfHeapScan_BlockHolder block
 };
 
+/// One snapshotted address range: words [start, end) are words[firstWord...].
+typedef struct CPerfHeapScan_SnapshotRange {
+  uint64_t start;
+  uint64_t end;
+  uint64_t firstWord;
+} CPerfHeapScan_SnapshotRange;
+
+/// The words of every live block and writable image segment at one moment (the start of a
+/// recording), except words that pointed into a block live then (stored as 0). A root
+/// word that still holds its snapshot value and points at a block allocated after the
+/// snapshot was written before that block existed: a stale copy of a reused address (a
+/// struct's padding copied from the stack, a freed slot never cleared), not a reference.
+/// Words that pointed into a live block are left out because a reference may be
+/// rewritten with the same address after its block was freed and another allocated there.
+typedef struct CPerfHeapScan_Snapshot {
+  CPerfHeapScan_SnapshotRange *ranges;  // sorted by start, mmap'd
+  uint64_t rangeCount;
+  uint64_t rangeBytes;
+  uint64_t *words;                      // mmap'd
+  uint64_t wordBytes;
+} CPerfHeapScan_Snapshot;
+
+/// Takes a snapshot. `liveBlocks(pairs, capacity)` writes the live blocks as (address,
+/// size) pairs, up to `capacity`, and returns how many are live (CPerfAlloc's
+/// CPerfAlloc_liveBlocksBeforeSession). Allocates nothing with malloc. Returns 0 or an
+/// errno value; free with CPerfHeapScan_freeSnapshot either way.
+int32_t CPerfHeapScan_takeSnapshot(uint64_t (*liveBlocks)(uint64_t *pairs, uint64_t capacity),
+                                   CPerfHeapScan_Snapshot *out);
+
+void CPerfHeapScan_freeSnapshot(CPerfHeapScan_Snapshot *snapshot);
+
 typedef struct CPerfHeapScan_Options {
   int32_t scanGlobals;     // scan writable PT_LOAD segments
   int32_t scanThreads;     // scan the calling thread and park+scan the others
@@ -93,6 +124,10 @@ typedef struct CPerfHeapScan_Options {
   /// alive lives in objects (holders), not in its frames, while the frames hold stale
   /// words, and a stale word whose address was reused reads as a root.
   int32_t skipCallerStack;
+  /// Optional: taken when the blocks not flagged CPerfHeapScan_BlockHolder did not exist
+  /// yet. Holder and image-segment words that still hold their snapshot value are not
+  /// references to those blocks (counted in result->staleWords).
+  const CPerfHeapScan_Snapshot *snapshot;
 } CPerfHeapScan_Options;
 
 typedef struct CPerfHeapScan_Result {
@@ -109,6 +144,7 @@ typedef struct CPerfHeapScan_Result {
   uint64_t rootBytes;         // bytes of root ranges scanned
   uint64_t scannedBytes;      // bytes of blocks scanned
   uint64_t extraBytes;        // bytes mapped for the scan (index, output, thread slots)
+  uint64_t staleWords;        // root words not followed because of options->snapshot
   int32_t error;              // 0, else errno of `call`
   const char *call;
 } CPerfHeapScan_Result;

@@ -39,6 +39,8 @@ struct HeapGraph {
   var rootSources: [UInt] = []
   var threadsScanned: Int
   var unscannedThreads: Int
+  /// Root words not followed because they still held their value from the snapshot.
+  var staleWords = 0
   var rootBytes: Int
   var scannedBytes: Int
   /// Bytes the C scanner mapped (index, edge buffer, marks) at its peak.
@@ -59,6 +61,9 @@ struct HeapGraph {
     /// Whether the calling thread's stack and registers are roots (see
     /// `CPerfHeapScan_Options.skipCallerStack`).
     var scanCallerStack = true
+    /// Taken when the recording started (before any of `blocks` existed): root words
+    /// unchanged since are not references to them.
+    var snapshot: HeapSnapshot?
   }
 
   @inline(never)
@@ -127,10 +132,16 @@ struct HeapGraph {
     var cOptions = CPerfHeapScan_Options(
       scanGlobals: options.scanGlobals ? 1 : 0, scanThreads: options.scanThreads ? 1 : 0,
       signalNumber: options.signalNumber, parkTimeoutMs: options.parkTimeoutMilliseconds,
-      recordRootSources: options.recordRootSources ? 1 : 0, skipCallerStack: options.scanCallerStack ? 0 : 1)
+      recordRootSources: options.recordRootSources ? 1 : 0, skipCallerStack: options.scanCallerStack ? 0 : 1,
+      snapshot: nil)
     var result = CPerfHeapScan_Result()
-    let status = cBlocks.withUnsafeBufferPointer { buffer in
-      CPerfHeapScan_scan(buffer.baseAddress, UInt64(buffer.count), &cOptions, &result)
+    let status = withExtendedLifetime(options.snapshot) {
+      withUnsafePointer(to: options.snapshot?.raw ?? CPerfHeapScan_Snapshot()) { snapshot in
+        cOptions.snapshot = options.snapshot == nil ? nil : snapshot
+        return cBlocks.withUnsafeBufferPointer { buffer in
+          CPerfHeapScan_scan(buffer.baseAddress, UInt64(buffer.count), &cOptions, &result)
+        }
+      }
     }
     defer { CPerfHeapScan_freeResult(&result) }
     guard status == 0 else {
@@ -164,8 +175,8 @@ struct HeapGraph {
       edgeOffset: edgeOffset,
       marks: marks.count == nodeCount ? marks : [UInt8](repeating: 0, count: nodeCount), rootSources: rootSources,
       threadsScanned: Int(result.threadCount), unscannedThreads: Int(result.unscannedThreads),
-      rootBytes: Int(result.rootBytes), scannedBytes: Int(result.scannedBytes), scannerBytes: scannerBytes,
-      scanNanoseconds: DispatchFreeClock.now() - started)
+      staleWords: Int(result.staleWords), rootBytes: Int(result.rootBytes), scannedBytes: Int(result.scannedBytes),
+      scannerBytes: scannerBytes, scanNanoseconds: DispatchFreeClock.now() - started)
   }
 }
 

@@ -371,7 +371,8 @@ enum LeakAnalysis {
       indirectLeaks: indirectLeaks, cycles: cycles,
       unscannedThreads: graph.unscannedThreads, threadsScanned: graph.threadsScanned,
       scanMilliseconds: Double(graph.scanNanoseconds) / 1e6, blocksScanned: nodeCount,
-      holderCount: nodeCount - graph.recordedCount, scannerBytes: graph.scannerBytes, edgeCount: graph.edgeCount,
+      holderCount: nodeCount - graph.recordedCount, scannerBytes: graph.scannerBytes,
+      staleRootWords: graph.staleWords, edgeCount: graph.edgeCount,
       suppressedCount: suppressedCount, suppressedBytes: suppressedBytes)
   }
 

@@ -10,6 +10,7 @@ final class Recording {
   private var allocationRecorder: AllocationRecorder?
   private var allocationRecording: AllocationRecording?
   private var leaksResult: Result<LeaksReport, any Error>?
+  private var heapSnapshot: HeapSnapshot?
 
   init(configuration: RecordingConfiguration) {
     self.configuration = configuration
@@ -25,6 +26,7 @@ final class Recording {
     try timeProfiler?.start()
     let tracksBlocks = configuration.instruments.contains(.allocations) || configuration.instruments.contains(.leaks)
     if tracksBlocks && allocationRecorder == nil && allocationRecording == nil {
+      if configuration.instruments.contains(.leaks) { heapSnapshot = HeapSnapshot.take() }
       do {
         allocationRecorder = try AllocationRecorder.start(mode: configuration.allocationMode)
       } catch {
@@ -60,6 +62,7 @@ final class Recording {
           // frames below and the older frames above hold stale words.
           var options = HeapGraph.Options()
           options.scanCallerStack = false
+          options.snapshot = heapSnapshot
           let leaks = try LeakAnalysis.scan(
             recording: recording, symbolizer: try Symbolizer(), suppressions: configuration.leakSuppressions,
             options: options)
@@ -73,6 +76,7 @@ final class Recording {
         allocationRecording = allocationRecorder.stop()
       }
       self.allocationRecorder = nil
+      heapSnapshot = nil
     }
     stop()
   }

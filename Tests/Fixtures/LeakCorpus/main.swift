@@ -24,6 +24,9 @@ let scenarios = [
   corpusCase("root-leak", "the only pointer is dropped", LeakCorpus.orphan),
   corpusCase("global-cache", "a cache reachable from a global: no leak", LeakCorpus.globalCache),
   corpusCase("global-cycle", "a cycle reachable from a global: no leak", LeakCorpus.globalCycle),
+  corpusCase(
+    "cycle-behind-stale-words", "a reachable realloc'd buffer holds stale copies of a cycle's address",
+    LeakCorpus.cycleBehindStaleWords),
   corpusCase("many-cycles", "\(LeakCorpus.manyCount) identical two-object cycles", LeakCorpus.manyCycles),
 ]
 

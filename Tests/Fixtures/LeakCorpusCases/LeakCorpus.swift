@@ -128,6 +128,19 @@ public final class LeakManyB {
   public init() {}
 }
 
+// A cycle whose only other "pointers" are stale words in a reused heap chunk.
+public final class LeakStaleA {
+  public var b: LeakStaleB?
+  public init() {}
+}
+public final class LeakStaleB {
+  public var a: LeakStaleA?
+  public init() {}
+}
+public enum LeakStaleBuffer {
+  nonisolated(unsafe) public static var kept: UnsafeMutableRawPointer?
+}
+
 // Suppressed.
 public final class LeakSuppressedOrphan {
   public var value = 0
@@ -214,6 +227,29 @@ public enum LeakCorpus {
       a.b = b
       b.a = a
     }
+  }
+
+  /// A reachable buffer from realloc(NULL, n) (a malloc in all but name) whose chunk held
+  /// a freed buffer full of a leaked object's address: the bytes it never wrote are not
+  /// pointers, so the cycle still leaks.
+  @inline(never) public static func cycleBehindStaleWords() {
+    let a = make(LeakStaleA.init)
+    let b = make(LeakStaleB.init)
+    a.b = b
+    b.a = a
+    let bytes = 4608
+    guard let freed = malloc(bytes) else { return }
+    let address = UInt(bitPattern: Unmanaged.passUnretained(a).toOpaque())
+    for offset in stride(from: 0, to: bytes, by: 8) {
+      freed.storeBytes(of: address, toByteOffset: offset, as: UInt.self)
+    }
+    // Read by the kernel: the optimizer may not drop the stores as dead before free.
+    let devNull = open("/dev/null", O_WRONLY)
+    _ = write(devNull, freed, bytes)
+    close(devNull)
+    free(freed)
+    // Still nil, but not provably so: the optimizer turns a literal realloc(nil, n) into malloc(n).
+    LeakStaleBuffer.kept = realloc(LeakStaleBuffer.kept, bytes)
   }
 
   @inline(never) public static func suppressedOrphan() {
