@@ -73,6 +73,9 @@ static _Atomic int64_t g_peakLiveBytes;
 // Per-thread: the reentrancy guard (a hook's own callees, e.g. __libc_malloc's or
 // /proc reads, must not be recorded), the cached tid and the stack bounds for the walk.
 static TLS int t_inHook;
+// Set by CPerfAlloc_ignoreCallingThread: this thread's new blocks go unrecorded; its frees
+// are still matched (a block of the session it frees must leave the table).
+static TLS int t_ignoring;
 static TLS int32_t t_tid;
 static TLS uintptr_t t_stackLo;
 static TLS uintptr_t t_stackHi;  // 0: not yet looked up; 1: unknown (no walk)
@@ -908,7 +911,7 @@ static inline void zeroIfTrackingAll(void *pointer, size_t from, size_t to) {
 #define HOOK_FRAME() ((uintptr_t *)__builtin_frame_address(0))
 
 __attribute__((noinline)) static void *mallocRecording(size_t size) {
-  if (t_inHook) return __libc_malloc(size);
+  if (t_inHook || t_ignoring) return __libc_malloc(size);
   t_inHook = 1;
   void *p = __libc_malloc(size);
   if (p) {
@@ -940,7 +943,7 @@ void free(void *pointer) {
 }
 
 __attribute__((noinline)) static void *callocRecording(size_t count, size_t size) {
-  if (t_inHook) return __libc_calloc(count, size);
+  if (t_inHook || t_ignoring) return __libc_calloc(count, size);
   t_inHook = 1;
   void *p = __libc_calloc(count, size);
   if (p) recordAlloc(p, count * size, HOOK_FRAME());  // no overflow: calloc succeeded
@@ -973,7 +976,7 @@ __attribute__((noinline)) static void *reallocRecording(void *pointer, size_t si
     if (tracked) aggregateFree(pointer, &old, oldKey);
     if (p) {
       if (size > oldSize) zeroIfTrackingAll(p, oldSize, size);
-      recordAlloc(p, size, HOOK_FRAME());
+      if (!t_ignoring) recordAlloc(p, size, HOOK_FRAME());
     }
   }
   t_inHook = 0;
@@ -995,7 +998,7 @@ void *reallocarray(void *pointer, size_t count, size_t size) {
 }
 
 __attribute__((noinline)) static void *memalignRecording(size_t alignment, size_t size) {
-  if (t_inHook) return __libc_memalign(alignment, size);
+  if (t_inHook || t_ignoring) return __libc_memalign(alignment, size);
   t_inHook = 1;
   void *p = __libc_memalign(alignment, size);
   if (p) {
@@ -1017,7 +1020,7 @@ __attribute__((noinline)) static int posixMemalignRecording(void **out, size_t a
   if (!isPowerOfTwo(alignment) || alignment % sizeof(void *)) return EINVAL;
   int savedErrno = errno;
   void *p;
-  if (t_inHook) {
+  if (t_inHook || t_ignoring) {
     p = __libc_memalign(alignment, size);
   } else {
     t_inHook = 1;
@@ -1065,7 +1068,7 @@ static size_t pageSize(void) {
 }
 
 __attribute__((noinline)) static void *vallocRecording(size_t size) {
-  if (t_inHook) return __libc_memalign(pageSize(), size);
+  if (t_inHook || t_ignoring) return __libc_memalign(pageSize(), size);
   t_inHook = 1;
   void *p = __libc_memalign(pageSize(), size);
   if (p) {
@@ -1096,7 +1099,7 @@ __attribute__((noinline)) static void *pvallocRecording(size_t size) {
     errno = ENOMEM;
     return NULL;
   }
-  if (t_inHook) return __libc_memalign(pageSize(), rounded);
+  if (t_inHook || t_ignoring) return __libc_memalign(pageSize(), rounded);
   t_inHook = 1;
   void *p = __libc_memalign(pageSize(), rounded);
   if (p) {
@@ -1486,6 +1489,39 @@ const CPerfAlloc_Block *CPerfAlloc_blocks(uint64_t *count) {
   return ok ? g_blocks : NULL;
 }
 
+void CPerfAlloc_ignoreCallingThread(int32_t ignoring) { t_ignoring = ignoring ? 1 : 0; }
+
+uint64_t CPerfAlloc_liveBlocksNow(CPerfAlloc_Block *out, uint64_t capacity) {
+  if (atomic_load(&g_state) != STATE_RUNNING) return 0;
+  uint64_t n = 0;
+  for (int i = 0; i < STRIPES; i++) {
+    Stripe *s = &g_stripes[i];
+    spinLock(&s->lock);
+    for (uint64_t j = 0; j < s->capacity; j++) {
+      const Slot *slot = &s->slots[j];
+      uint64_t key = slot->w0 & ADDR_MASK;
+      if (key <= KEY_TOMBSTONE) continue;
+      if (out && n < capacity) {
+        CPerfAlloc_Block *b = &out[n];
+        b->address = key << 4;
+        b->size = slot->w1 & SIZE_MASK;
+        b->tid = (int32_t)((slot->w1 >> 40) & TID_MASK);
+        // Live, and its table entry cannot go while the stripe is locked: its first word
+        // is readable (0 while the runtime has not yet stored the metadata).
+        b->metadata = (slot->w1 & OBJECT_BIT) ? *(const uint64_t *)(uintptr_t)b->address : 0;
+        b->flags = ((slot->w1 & OBJECT_BIT) && b->metadata ? CPerfAlloc_BlockSwiftObject : 0) |
+                   ((slot->w1 & PREEXISTING_BIT) ? CPerfAlloc_BlockPreexisting : 0);
+        b->generation = (uint32_t)((slot->w0 >> ADDR_BITS) & 0xFFFF);
+        b->stackId = (slot->w1 & PREEXISTING_BIT) ? 0 : (uint32_t)slot->w2;
+        b->timestampNs = g_startNs + (slot->w2 >> 32) * 1000;
+      }
+      n++;
+    }
+    spinUnlock(&s->lock);
+  }
+  return n;
+}
+
 uint64_t CPerfAlloc_liveBlocksBeforeSession(uint64_t *pairs, uint64_t capacity) {
   if (atomic_load(&g_state) != STATE_TRACKING) return 0;
   uint64_t n = 0;
@@ -1534,7 +1570,10 @@ const CPerfAlloc_TimelinePoint *CPerfAlloc_timeline(uint64_t *count) {
 
 const uint64_t *CPerfAlloc_stackFrames(uint32_t stackId, uint32_t *depth) {
   if (depth) *depth = 0;
-  if (atomic_load(&g_state) != STATE_STOPPED || !g_stackSlots || stackId == 0 || stackId > STACK_SLOTS) return NULL;
+  int32_t state = atomic_load(&g_state);
+  // Entries are published with release order and never change: readable while recording.
+  if ((state != STATE_STOPPED && state != STATE_RUNNING) || !g_stackSlots || stackId == 0 || stackId > STACK_SLOTS)
+    return NULL;
   StackSlot *slot = &g_stackSlots[stackId - 1];
   if (atomic_load(&slot->hash) < 2 || slot->depth == 0) return NULL;
   if (depth) *depth = slot->depth;

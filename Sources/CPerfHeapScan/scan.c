@@ -716,9 +716,12 @@ static int32_t scan_impl(const CPerfHeapScan_Block *blocks, uint64_t count, cons
         } else {
           // Did not park (signal blocked?): its stack is scanned from the stack pointer
           // of the system call it is blocked in, if any, else not at all.
-          result->unscannedThreads++;
           sp = blocked_thread_sp(tid[i]);
-          if (sp == 0) continue;
+          if (sp == 0) {
+            result->unscannedThreads++;
+            continue;
+          }
+          result->blockedThreads++;
           sp -= 128;
         }
         const Mapping *m = NULL;

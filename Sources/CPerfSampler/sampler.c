@@ -1153,8 +1153,13 @@ static void prefault_arena(void) {
   g_prefaulted = to;
 }
 
+// CPerfAlloc's, when the allocation interposer is linked in: this thread's reads of /proc
+// (opendir, the maps buffer) are the harness's allocations, not the profiled program's.
+extern void CPerfAlloc_ignoreCallingThread(int32_t ignoring) __attribute__((weak));
+
 static void *discovery_main(void *unused) {
   (void)unused;
+  if (CPerfAlloc_ignoreCallingThread) CPerfAlloc_ignoreCallingThread(1);
   pid_t self = (pid_t)syscall(SYS_gettid);
   // Each round costs the profiled process some CPU (a /proc directory read at least), so
   // while the threads stay the same and nothing waits for this thread, the interval

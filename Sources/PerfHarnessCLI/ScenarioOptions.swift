@@ -35,6 +35,11 @@ struct ScenarioOptions: ParsableArguments {
   var memoryWarning = false
 
   @Flag(
+    name: .customLong("leak-check-at-marks"),
+    help: "With the leaks instrument: build the memory graph at every generation mark too (leaks.checks).")
+  var leakCheckAtMarks = false
+
+  @Flag(
     name: .customLong("no-allocation-stacks"),
     help: "Record allocation types and counts only, without stacks (cheaper).")
   var noAllocationStacks = false
@@ -78,7 +83,12 @@ struct ScenarioOptions: ParsableArguments {
     guard (1...10_000).contains(sampleRate) else {
       throw ValidationError("--sample-rate must be between 1 and 10000 Hz, got \(sampleRate)")
     }
-    _ = try parsedInstruments()
+    let instruments = try parsedInstruments()
+    if leakCheckAtMarks && !instruments.contains(.leaks) {
+      throw ValidationError(
+        "--leak-check-at-marks needs the leaks instrument: add leaks to --instruments (e.g. --instruments allocations,leaks)"
+      )
+    }
     _ = try parsedSuppressions()
   }
 
@@ -119,9 +129,11 @@ struct ScenarioOptions: ParsableArguments {
   }
 
   var recordingConfiguration: RecordingConfiguration {
-    RecordingConfiguration(
+    var configuration = RecordingConfiguration(
       instruments: (try? parsedInstruments()) ?? [], sampleRateHz: sampleRate, clock: clock,
       memoryWarningAtEnd: memoryWarning, allocationStacks: !noAllocationStacks,
       leakSuppressions: (try? parsedSuppressions()) ?? .none)
+    configuration.leakCheckAtMarks = leakCheckAtMarks
+    return configuration
   }
 }

@@ -107,6 +107,7 @@ struct ScenarioProcess {
       "--child-result", result,
     ]
     if configuration.memoryWarningAtEnd { arguments.append("--memory-warning") }
+    if configuration.leakCheckAtMarks { arguments.append("--leak-check-at-marks") }
     if let suppressions = options.suppressions { arguments += ["--suppressions", suppressions] }
     if !configuration.allocationStacks { arguments.append("--no-allocation-stacks") }
     return arguments

@@ -27,6 +27,7 @@ struct CommandLineTests {
       (["scenario", "closure-retain-cycles", "--sample-rate", "1000000"], ["1000000"]),
       (["scenario", "closure-retain-cycles", "--instruments", "time,cpu"], ["cpu", "time, allocations, leaks"]),
       (["scenario", "--no-such-flag"], ["--no-such-flag"]),
+      (["scenario", "closure-retain-cycles", "--leak-check-at-marks"], ["--leak-check-at-marks", "leaks"]),
       (["frobnicate"], ["frobnicate"]),
     ])
   func badInput(arguments: [String], mentions: [String]) throws {

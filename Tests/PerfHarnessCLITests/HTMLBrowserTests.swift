@@ -28,7 +28,8 @@ struct HTMLBrowserTests {
     let directory = try temporaryDirectory()
     defer { try? FileManager.default.removeItem(at: directory) }
     let result = try perfharness.run([
-      "scenario", scenario, "--iterations", "1", "--instruments", "time,allocations,leaks", "--output", directory.path,
+      "scenario", scenario, "--iterations", "1", "--instruments", "time,allocations,leaks", "--leak-check-at-marks",
+      "--output", directory.path,
     ])
     #expect(result.status == 0, "\(result.standardError)")
     let folder = directory.appendingPathComponent("\(scenario)/starter")
@@ -45,6 +46,9 @@ struct HTMLBrowserTests {
     #expect(selfTest.flameZoomed == true)
     #expect((selfTest.search?.rows ?? 0) > 0)
     #expect((selfTest.allocations?.rows ?? 0) > 0)
+    // Scenarios that mark generations get a leak check at each mark, drawn as a table.
+    #expect(selfTest.dom.contains("<th>Cycle types</th>") == !(report.leaks?.checks ?? []).isEmpty)
+    #expect((report.leaks?.checks?.count ?? 0) == report.marks.count)
 
     let profile = try #require(report.timeProfile?.profile)
     let none = try #require(selfTest.states["none"])

@@ -33,6 +33,7 @@ struct LeakCorpusReleaseTests {
     "global-cache": Verdict(),
     "global-cycle": Verdict(),
     "cycle-behind-stale-words": Verdict(cycles: [["LeakStaleA", "LeakStaleB"]: 1], leakedCount: 2),
+    "cycles-checked-at-marks": Verdict(cycles: [["LeakCheckedA", "LeakCheckedB"]: 3], leakedCount: 6),
     "many-cycles": Verdict(cycles: [["LeakManyA", "LeakManyB"]: 25], leakedCount: 50),
   ]
 
@@ -81,6 +82,55 @@ struct LeakCorpusReleaseTests {
       seen.insert(report.scenario.name)
     }
     #expect(seen == Set(Self.expected.keys))
+  }
+
+  @Test(
+    "a leak check at each mark sees the cycles made so far, and records none of its own allocations",
+    arguments: ["allocations,leaks", "time,allocations,leaks"])
+  func checksAtMarks(instruments: String) throws {
+    let corpus = BuiltBinary(url: try Self.releaseBinary())
+    let directory = try temporaryDirectory()
+    defer { try? FileManager.default.removeItem(at: directory) }
+    func run(_ extra: [String]) throws -> Report {
+      let result = try corpus.run(
+        [
+          "scenario", "cycles-checked-at-marks", "--instruments", instruments, "--format", "json", "--output",
+          directory.path,
+        ]
+          + extra)
+      #expect(result.status == 0, "\(result.standardError)")
+      return try JSONDecoder().decode(Report.self, from: Data(result.standardOutput.utf8))
+    }
+    let checked = try run(["--leak-check-at-marks"])
+    let checks = try #require(checked.leaks?.checks)
+    #expect(checks.map(\.label) == ["before", "cycle 1", "cycle 2", "cycle 3"])
+    #expect(checks.map(\.generation) == [0, 1, 2, 3])
+    #expect(checks.map { $0.cycles.reduce(0) { $0 + $1.instances } } == [0, 1, 2, 3])
+    #expect(checks.map(\.leakedCount) == [0, 2, 4, 6])
+    // While the scenario runs, the child's crash-reporter thread (and the Time Profiler's
+    // discovery thread) block every signal, so they do not park: their stacks are read from
+    // the system call they wait in.
+    // One of them may be running rather than waiting when the check looks (a thread
+    // whose stack cannot be read at all counts as unscanned).
+    #expect(checks.allSatisfy { $0.rootLeaks.isEmpty }, "\(checks.map(\.rootLeaks))")
+    #expect(
+      checks.allSatisfy { (1...2).contains($0.blockedThreads + $0.unscannedThreads) },
+      "blocked \(checks.map(\.blockedThreads)), unscanned \(checks.map(\.unscannedThreads))")
+    #expect(
+      checks.dropFirst().allSatisfy {
+        $0.cycles.map { $0.types.map(Self.short).sorted() } == [["LeakCheckedA", "LeakCheckedB"]]
+      })
+    // The final verdict is the same with or without the checks, and so are the counts:
+    // what a check allocates is the harness's, not the scenario's.
+    let plain = try run([])
+    #expect(plain.leaks?.checks?.map(\.label) == ["before"])
+    #expect(checked.leaks?.leakedCount == 6 && plain.leaks?.leakedCount == 6)
+    let checkedAllocations = try #require(checked.allocations)
+    let plainAllocations = try #require(plain.allocations)
+    #expect(checkedAllocations.totals.totalAllocations == plainAllocations.totals.totalAllocations)
+    // (A check may grow the Swift runtime's metadata caches, which frees their older tables:
+    // the persistent count of those blocks can differ.)
+    #expect(checkedAllocations.categories.map(\.name).sorted() == plainAllocations.categories.map(\.name).sorted())
   }
 }
 

@@ -74,6 +74,9 @@ enum {
   /// The block was allocated by the Swift runtime for an object; `metadata` is its
   /// first word (HeapMetadata *) read at stop.
   CPerfAlloc_BlockSwiftObject = 1,
+  /// From CPerfAlloc_liveBlocksNow: allocated before the session (tracked since
+  /// CPerfAlloc_trackAllBlocks).
+  CPerfAlloc_BlockPreexisting = 2,
 };
 
 /// A block allocated while recording and still live at stop.
@@ -153,6 +156,16 @@ int32_t CPerfAlloc_trackAllBlocks(void);
 /// nothing. Returns 0 in any other state.
 uint64_t CPerfAlloc_liveBlocksBeforeSession(uint64_t *pairs, uint64_t capacity);
 
+/// While a session records: writes its live blocks and the live preexisting ones
+/// (flagged CPerfAlloc_BlockPreexisting) into `out`, up to `capacity` (NULL to count),
+/// and returns how many are live, which may exceed `capacity`. `metadata` is read now.
+/// Allocates nothing. Returns 0 when no session records.
+uint64_t CPerfAlloc_liveBlocksNow(CPerfAlloc_Block *out, uint64_t capacity);
+
+/// Non-zero: the calling thread's allocations and frees go unrecorded until it calls
+/// this with 0 (the harness's own work while a session records, e.g. a leak check).
+void CPerfAlloc_ignoreCallingThread(int32_t ignoring);
+
 /// Starts a session. Returns 0, or an error code with details in *error.
 int32_t CPerfAlloc_start(const CPerfAlloc_Config *config, CPerfAlloc_Error *error);
 
@@ -176,7 +189,7 @@ const CPerfAlloc_Freed *CPerfAlloc_freed(uint64_t *count);
 const CPerfAlloc_Mark *CPerfAlloc_marks(uint64_t *count);
 const CPerfAlloc_TimelinePoint *CPerfAlloc_timeline(uint64_t *count);
 /// Leaf first: frames[0] is the return address in malloc's caller. NULL for id 0 or an
-/// unknown id.
+/// unknown id. Readable while recording too.
 const uint64_t *CPerfAlloc_stackFrames(uint32_t stackId, uint32_t *depth);
 
 /// Unmaps every table; a new session may start afterwards.

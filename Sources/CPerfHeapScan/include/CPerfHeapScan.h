@@ -140,7 +140,11 @@ typedef struct CPerfHeapScan_Result {
   /// (stack, register save slot, image segment) that pointed into it, else 0.
   uint64_t *rootSources;
   uint32_t threadCount;       // threads parked and scanned (the caller included)
-  uint32_t unscannedThreads;  // threads that did not park in time
+  uint32_t unscannedThreads;  // threads that did not park in time, stack not read
+  /// Threads that did not park (every signal blocked, like a harness's service thread) but
+  /// wait in a system call: their stack was read from its stack pointer there; their
+  /// registers were not.
+  uint32_t blockedThreads;
   uint64_t rootBytes;         // bytes of root ranges scanned
   uint64_t scannedBytes;      // bytes of blocks scanned
   uint64_t extraBytes;        // bytes mapped for the scan (index, output, thread slots)

@@ -81,10 +81,12 @@ struct AllocationCategory: Hashable, Sendable {
 struct SwiftMetadataNamer {
   private var readable: [(start: UInt, end: UInt)] = []
   private var executableImage: [(start: UInt, end: UInt)] = []
+  /// Readable mappings of files (images): where every type's context descriptor lies.
+  private var images: [(start: UInt, end: UInt)] = []
   private var cache: [UInt: AllocationCategory] = [:]
 
   init() {
-    (readable, executableImage) = Self.mappedRanges()
+    (readable, executableImage, images) = Self.mappedRanges()
   }
 
   mutating func category(forMetadata metadata: UInt) -> AllocationCategory {
@@ -123,7 +125,10 @@ struct SwiftMetadataNamer {
       // without Objective-C interop it follows kind, superclass and 24 bytes of layout.
       guard isReadable(metadata, 48) else { return unknown }
       let description = load(metadata + 40)
-      guard isReadable(description, 4, alignment: 4) else { return unknown }
+      // A class's descriptor is static data of an image: a heap word that merely looks
+      // like metadata (a block taken for an object that no longer is one) fails here,
+      // before the runtime would follow it.
+      guard isReadable(description, 4, alignment: 4), Self.contains(images, description) else { return unknown }
       let flags = UnsafeRawPointer(bitPattern: description)!.load(as: UInt32.self)
       guard flags & 0x1F == 16 else { return unknown }  // ContextDescriptorKind.class
       let type = unsafeBitCast(UnsafeRawPointer(bitPattern: metadata)!, to: Any.Type.self)
@@ -166,12 +171,25 @@ struct SwiftMetadataNamer {
 
   /// The readable mappings, and those of the running executable's own file, from one read
   /// of /proc/self/maps.
-  private static func mappedRanges() -> (readable: [(start: UInt, end: UInt)], executable: [(start: UInt, end: UInt)]) {
-    guard let file = fopen("/proc/self/maps", "r") else { return ([], []) }
+  private static func contains(_ ranges: [(start: UInt, end: UInt)], _ address: UInt) -> Bool {
+    var low = 0
+    var high = ranges.count
+    while low < high {
+      let mid = (low + high) / 2
+      if ranges[mid].end <= address { low = mid + 1 } else { high = mid }
+    }
+    return low < ranges.count && ranges[low].start <= address
+  }
+
+  private static func mappedRanges() -> (
+    readable: [(start: UInt, end: UInt)], executable: [(start: UInt, end: UInt)], images: [(start: UInt, end: UInt)]
+  ) {
+    guard let file = fopen("/proc/self/maps", "r") else { return ([], [], []) }
     defer { fclose(file) }
     let executablePath = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")
     var ranges: [(start: UInt, end: UInt)] = []
     var executable: [(start: UInt, end: UInt)] = []
+    var images: [(start: UInt, end: UInt)] = []
     var line = [CChar](repeating: 0, count: 4096)
     while fgets(&line, Int32(line.count), file) != nil {
       let text = String(decoding: line.prefix { $0 != 0 && $0 != 0x0A }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
@@ -183,8 +201,14 @@ struct SwiftMetadataNamer {
       if fields.count == 6, let executablePath, fields[5].trimmingCharacters(in: .whitespaces) == executablePath {
         executable.append((start, end))
       }
-      if fields[1].first == "r" { ranges.append((start, end)) }
+      if fields[1].first == "r" {
+        ranges.append((start, end))
+        if fields.count == 6, fields[5].trimmingCharacters(in: .whitespaces).hasPrefix("/") {
+          images.append((start, end))
+        }
+      }
     }
+    images.sort { $0.start < $1.start }
     // Adjacent mappings (e.g. an anonymous region the metadata allocator extended) merge,
     // so a structure that straddles two of them still counts as readable.
     var merged: [(start: UInt, end: UInt)] = []
@@ -195,6 +219,6 @@ struct SwiftMetadataNamer {
         merged.append(range)
       }
     }
-    return (merged, executable)
+    return (merged, executable, images)
   }
 }

@@ -34,6 +34,16 @@ struct RecordedBlock: Sendable, Hashable {
   }
 }
 
+extension RecordedBlock {
+  init(_ block: CPerfAlloc_Block) {
+    self.init(
+      address: UInt(block.address), size: Int(block.size), metadata: UInt(block.metadata),
+      isSwiftObject: block.flags & UInt32(CPerfAlloc_BlockSwiftObject) != 0,
+      timestampNanoseconds: block.timestampNs, stackID: block.stackId,
+      generation: Int(block.generation), threadID: block.tid)
+  }
+}
+
 struct FreedAggregate: Sendable, Hashable {
   var count: Int
   var bytes: Int
@@ -173,6 +183,77 @@ final class AllocationRecorder: Sendable {
     }
   }
 
+  /// The blocks live now, while recording goes on: live blocks, holders, their names and
+  /// stacks (the rest of the recording is empty). For a leak check in the middle of a
+  /// run; call it with the calling thread ignored (`CPerfAlloc_ignoreCallingThread`).
+  /// Nil when nothing records.
+  func checkpoint() -> AllocationRecording? {
+    let stride = MemoryLayout<CPerfAlloc_Block>.stride
+    var listed: [CPerfAlloc_Block] = []
+    // The list is copied into memory that is no block: malloc'd memory allocated by the
+    // listing would itself be listed.
+    for _ in 0..<4 {
+      let wanted = CPerfAlloc_liveBlocksNow(nil, 0)
+      guard wanted > 0 else { return nil }
+      let capacity = Int(wanted) + Int(wanted) / 4 + 1024
+      let bytes = capacity * stride
+      guard let mapped = mmap(nil, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0),
+        mapped != MAP_FAILED
+      else { return nil }
+      defer { munmap(mapped, bytes) }
+      let buffer = mapped.bindMemory(to: CPerfAlloc_Block.self, capacity: capacity)
+      let count = Int(CPerfAlloc_liveBlocksNow(buffer, UInt64(capacity)))
+      if count <= capacity {
+        listed = Array(UnsafeBufferPointer(start: buffer, count: count))
+        break
+      }
+    }
+    var liveBlocks: [RecordedBlock] = []
+    var preexistingBlocks: [RecordedBlock] = []
+    for block in listed {
+      if block.flags & UInt32(CPerfAlloc_BlockPreexisting) != 0 {
+        preexistingBlocks.append(RecordedBlock(block))
+      } else {
+        liveBlocks.append(RecordedBlock(block))
+      }
+    }
+    var stacks: [UInt32: [UInt]] = [:]
+    Self.readStacks(of: liveBlocks, into: &stacks)
+    var names = CategoryNamer()
+    for block in liveBlocks { names.name(block.categoryKey) }
+    for block in preexistingBlocks where block.isSwiftObject { names.name(block.categoryKey) }
+    return AllocationRecording(
+      mode: mode, startNanoseconds: 0, stopNanoseconds: 0, liveBlocks: liveBlocks, freed: [:],
+      categories: names.categories, stacks: stacks, marks: [], timeline: [], totalAllocations: 0, totalBytes: 0,
+      trackedFrees: 0, peakLiveBytes: 0, liveBytesAtEnd: 0, lostBlocks: 0, lostStacks: 0, lostFreedKeys: 0,
+      lostTimeline: 0, blockTableBytes: 0, stackTableBytes: 0, swiftObjectSites: 0,
+      preexistingBlocks: preexistingBlocks)
+  }
+
+  private static func readStacks(of blocks: [RecordedBlock], into stacks: inout [UInt32: [UInt]]) {
+    for block in blocks where block.stackID != 0 && stacks[block.stackID] == nil {
+      var depth: UInt32 = 0
+      if let frames = CPerfAlloc_stackFrames(block.stackID, &depth) {
+        stacks[block.stackID] = UnsafeBufferPointer(start: frames, count: Int(depth)).map { UInt($0) }
+      }
+    }
+  }
+
+  /// Names categories while every type is still loaded.
+  private struct CategoryNamer {
+    var namer = SwiftMetadataNamer()
+    var categories: [AllocationCategoryKey: AllocationCategory] = [:]
+
+    mutating func name(_ key: AllocationCategoryKey) {
+      guard categories[key] == nil else { return }
+      switch key {
+      case .swiftObject(let metadata): categories[key] = namer.category(forMetadata: metadata)
+      case .malloc(let sizeClass): categories[key] = .malloc(sizeClass: sizeClass)
+      case .overflow: categories[key] = .overflow
+      }
+    }
+  }
+
   private static func collect(mode: AllocationRecordingMode, labels: [Int: String]) -> AllocationRecording {
     var error = CPerfAlloc_Error()
     _ = CPerfAlloc_stop(&error)
@@ -183,13 +264,7 @@ final class AllocationRecorder: Sendable {
     var count: UInt64 = 0
     func recordedBlocks(_ blocks: UnsafePointer<CPerfAlloc_Block>?, count: UInt64) -> [RecordedBlock] {
       guard let blocks else { return [] }
-      return UnsafeBufferPointer(start: blocks, count: Int(count)).map { block in
-        RecordedBlock(
-          address: UInt(block.address), size: Int(block.size), metadata: UInt(block.metadata),
-          isSwiftObject: block.flags & UInt32(CPerfAlloc_BlockSwiftObject) != 0,
-          timestampNanoseconds: block.timestampNs, stackID: block.stackId,
-          generation: Int(block.generation), threadID: block.tid)
-      }
+      return UnsafeBufferPointer(start: blocks, count: Int(count)).map(RecordedBlock.init)
     }
     let liveBlocks = recordedBlocks(CPerfAlloc_blocks(&count), count: count)
     let preexistingBlocks = recordedBlocks(CPerfAlloc_preexistingBlocks(&count), count: count)
@@ -204,12 +279,7 @@ final class AllocationRecorder: Sendable {
     }
 
     var stacks: [UInt32: [UInt]] = [:]
-    for block in liveBlocks where block.stackID != 0 && stacks[block.stackID] == nil {
-      var depth: UInt32 = 0
-      if let frames = CPerfAlloc_stackFrames(block.stackID, &depth) {
-        stacks[block.stackID] = UnsafeBufferPointer(start: frames, count: Int(depth)).map { UInt($0) }
-      }
-    }
+    readStacks(of: liveBlocks, into: &stacks)
 
     var marks: [AllocationGenerationMark] = []
     if let raw = CPerfAlloc_marks(&count) {
@@ -229,21 +299,12 @@ final class AllocationRecorder: Sendable {
       timeline.sort { $0.timestampNanoseconds < $1.timestampNanoseconds }
     }
 
-    // Name categories now, while every type is still loaded.
-    var namer = SwiftMetadataNamer()
-    var categories: [AllocationCategoryKey: AllocationCategory] = [:]
-    func name(_ key: AllocationCategoryKey) {
-      guard categories[key] == nil else { return }
-      switch key {
-      case .swiftObject(let metadata): categories[key] = namer.category(forMetadata: metadata)
-      case .malloc(let sizeClass): categories[key] = .malloc(sizeClass: sizeClass)
-      case .overflow: categories[key] = .overflow
-      }
-    }
-    for block in liveBlocks { name(block.categoryKey) }
-    for key in freed.keys { name(key) }
+    var names = CategoryNamer()
+    for block in liveBlocks { names.name(block.categoryKey) }
+    for key in freed.keys { names.name(key) }
     // The scan reads array storage headers of holders too.
-    for block in preexistingBlocks where block.isSwiftObject { name(block.categoryKey) }
+    for block in preexistingBlocks where block.isSwiftObject { names.name(block.categoryKey) }
+    let categories = names.categories
 
     return AllocationRecording(
       mode: mode, startNanoseconds: stats.startNs, stopNanoseconds: stats.stopNs, liveBlocks: liveBlocks,

@@ -39,6 +39,8 @@ struct HeapGraph {
   var rootSources: [UInt] = []
   var threadsScanned: Int
   var unscannedThreads: Int
+  /// Threads read from the system call they wait in (they did not park).
+  var blockedThreads = 0
   /// Root words not followed because they still held their value from the snapshot.
   var staleWords = 0
   var rootBytes: Int
@@ -175,7 +177,8 @@ struct HeapGraph {
       edgeOffset: edgeOffset,
       marks: marks.count == nodeCount ? marks : [UInt8](repeating: 0, count: nodeCount), rootSources: rootSources,
       threadsScanned: Int(result.threadCount), unscannedThreads: Int(result.unscannedThreads),
-      staleWords: Int(result.staleWords), rootBytes: Int(result.rootBytes), scannedBytes: Int(result.scannedBytes),
+      blockedThreads: Int(result.blockedThreads), staleWords: Int(result.staleWords), rootBytes: Int(result.rootBytes),
+      scannedBytes: Int(result.scannedBytes),
       scannerBytes: scannerBytes, scanNanoseconds: DispatchFreeClock.now() - started)
   }
 }

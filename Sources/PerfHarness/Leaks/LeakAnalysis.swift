@@ -76,9 +76,12 @@ enum LeakAnalysis {
     CPerfHeapScan_scrubStack(UInt32(clamping: bytes))
   }
 
+  /// - Parameter stillLive: for a scan while recording goes on: called right after the
+  ///   graph scan, returns the blocks of `recording.liveBlocks` that are still live. The
+  ///   others were freed while the scan ran: they are not judged (treated as roots).
   static func scan(
     recording: AllocationRecording, symbolizer: Symbolizer?, suppressions: LeakSuppressions = .none,
-    options: HeapGraph.Options = HeapGraph.Options()
+    options: HeapGraph.Options = HeapGraph.Options(), stillLive: (() -> Set<RecordedBlock>)? = nil
   ) throws -> LeaksReport {
     let start = ContinuousClock.now
     var arrayStorage: Set<UInt> = []
@@ -88,7 +91,14 @@ enum LeakAnalysis {
     let graph = try HeapGraph.scan(
       blocks: recording.liveBlocks, holders: recording.preexistingBlocks, arrayStorage: arrayStorage,
       options: options)
-    var report = classify(graph: graph, recording: recording, symbolizer: symbolizer, suppressions: suppressions)
+    var freedMeanwhile: Set<UInt> = []
+    if let stillLive {
+      let live = stillLive()
+      for block in recording.liveBlocks where !live.contains(block) { freedMeanwhile.insert(block.address) }
+    }
+    var report = classify(
+      graph: graph, recording: recording, symbolizer: symbolizer, suppressions: suppressions,
+      notJudged: freedMeanwhile)
     let elapsed = (ContinuousClock.now - start).components
     report.analysisMilliseconds = Double(elapsed.seconds) * 1000 + Double(elapsed.attoseconds) / 1e15
     return report
@@ -101,8 +111,11 @@ enum LeakAnalysis {
     var category: [UInt32]
   }
 
+  /// - Parameter notJudged: addresses of blocks freed while the graph was scanned: roots,
+  ///   never reported.
   static func classify(
-    graph: HeapGraph, recording: AllocationRecording, symbolizer: Symbolizer?, suppressions: LeakSuppressions
+    graph: HeapGraph, recording: AllocationRecording, symbolizer: Symbolizer?, suppressions: LeakSuppressions,
+    notJudged: Set<UInt> = []
   ) -> LeaksReport {
     let suppressions = LeakSuppressions(
       patterns: suppressions.patterns + LeakSuppressions.systemLibraries.patterns)
@@ -191,7 +204,10 @@ enum LeakAnalysis {
       }
     }
     markReachable(
-      from: (0..<nodeCount).filter { HeapGraph.isRoot(graph.marks[$0]) || graph.isHolder($0) }.map { UInt32($0) })
+      from: (0..<nodeCount).filter {
+        HeapGraph.isRoot(graph.marks[$0]) || graph.isHolder($0)
+          || (!notJudged.isEmpty && notJudged.contains(block($0).address))
+      }.map { UInt32($0) })
 
     // Stacks are symbolized once per stack id.
     let symbolizing = AllocationsAnalysis()
@@ -369,7 +385,8 @@ enum LeakAnalysis {
       leakedCount: leaked.count, leakedBytes: leakedBytes, rootLeaks: rootLeaks,
       indirectLeakCount: indirectCount, indirectLeakBytes: indirectBytes,
       indirectLeaks: indirectLeaks, cycles: cycles,
-      unscannedThreads: graph.unscannedThreads, threadsScanned: graph.threadsScanned,
+      unscannedThreads: graph.unscannedThreads, blockedThreads: graph.blockedThreads,
+      threadsScanned: graph.threadsScanned,
       scanMilliseconds: Double(graph.scanNanoseconds) / 1e6, blocksScanned: nodeCount,
       holderCount: nodeCount - graph.recordedCount, scannerBytes: graph.scannerBytes,
       staleRootWords: graph.staleWords, edgeCount: graph.edgeCount,

@@ -16,8 +16,11 @@ public struct LeaksReport: Codable, Sendable, Equatable {
   public var indirectLeaks: [RootLeak]
   /// Retain cycles among leaked blocks, identical ones merged (`instances`).
   public var cycles: [Cycle]
-  /// Threads whose stack could not be scanned at their stack pointer (they did not park).
+  /// Threads that did not park and whose stack could not be read.
   public var unscannedThreads: Int
+  /// Threads that did not park (they block every signal) but wait in a system call: their
+  /// stack was read from there, their registers were not.
+  public var blockedThreads: Int?
   public var threadsScanned: Int
   /// The graph scan alone (threads parked).
   public var scanMilliseconds: Double
@@ -37,6 +40,43 @@ public struct LeaksReport: Codable, Sendable, Equatable {
   /// Leaked blocks that a suppression matched (with what they alone keep alive).
   public var suppressedCount: Int
   public var suppressedBytes: Int
+  /// Leak checks made while the scenario ran (at marks with `--leak-check-at-marks`, or
+  /// where the scenario called `checkLeaks`), in order. Nil when none was made.
+  public var checks: [Check]?
+
+  /// The memory graph built in the middle of a run: what had leaked by then.
+  public struct Check: Codable, Sendable, Equatable {
+    public var label: String
+    /// Generation marks made before the check.
+    public var generation: Int
+    /// Since the recording started.
+    public var timeMilliseconds: Double
+    public var leakedCount: Int
+    public var leakedBytes: Int
+    /// Cycles by their node types, with instances (no stacks or edges: the final report
+    /// has those for whatever is still leaked at the end).
+    public var cycles: [CycleCount]
+    public var rootLeaks: [TypeCount]
+    public var indirectLeakCount: Int
+    public var blocksScanned: Int
+    /// Blocks freed by other threads while the check ran: not judged.
+    public var freedDuringCheck: Int
+    public var unscannedThreads: Int
+    public var blockedThreads: Int
+    /// Listing, scanning and classifying (the scenario was paused that long).
+    public var analysisMilliseconds: Double
+  }
+
+  public struct CycleCount: Codable, Sendable, Equatable {
+    public var types: [String]
+    public var instances: Int
+  }
+
+  public struct TypeCount: Codable, Sendable, Equatable {
+    public var type: String
+    public var count: Int
+    public var bytes: Int
+  }
 
   public struct RootLeak: Codable, Sendable, Equatable {
     /// Module-qualified Swift type, "closure context", or "Malloc <size class>".
@@ -110,6 +150,13 @@ public struct LeaksReport: Codable, Sendable, Equatable {
     }
     if unscannedThreads > 0 {
       lines.append("  warning: \(unscannedThreads) threads did not stop; results may miss or invent leaks")
+    }
+    for check in checks ?? [] {
+      let cycleInstances = check.cycles.reduce(0) { $0 + $1.instances }
+      lines.append(
+        "  check \"\(check.label)\" at \(Int(check.timeMilliseconds.rounded())) ms: \(check.leakedCount) leaked blocks, "
+          + "\(check.leakedBytes) bytes, \(cycleInstances) cycle instances"
+          + (check.freedDuringCheck > 0 ? " (\(check.freedDuringCheck) blocks freed meanwhile, not judged)" : ""))
     }
     return lines.joined(separator: "\n")
   }

@@ -1,3 +1,5 @@
+import CPerfAlloc
+
 /// The instruments' recording of one scenario run: started before the scenario's body,
 /// stopped after it, with generation marks in between.
 @MainActor
@@ -11,6 +13,8 @@ final class Recording {
   private var allocationRecording: AllocationRecording?
   private var leaksResult: Result<LeaksReport, any Error>?
   private var heapSnapshot: HeapSnapshot?
+  private var leakChecks: [LeaksReport.Check] = []
+  private var checkSymbolizer: Symbolizer?
 
   init(configuration: RecordingConfiguration) {
     self.configuration = configuration
@@ -67,7 +71,9 @@ final class Recording {
             recording: recording, symbolizer: try Symbolizer(), suppressions: configuration.leakSuppressions,
             options: options)
           allocationRecording = recording
-          leaksResult = .success(leaks)
+          var withChecks = leaks
+          withChecks.checks = leakChecks.isEmpty ? nil : leakChecks
+          leaksResult = .success(withChecks)
         } catch {
           allocationRecording = allocationRecorder.stop()
           leaksResult = .failure(error)
@@ -98,6 +104,45 @@ final class Recording {
       GenerationMark(
         index: marks.count, label: label, timeMilliseconds: elapsed.milliseconds,
         isMemoryWarning: isMemoryWarning))
+    if configuration.leakCheckAtMarks { checkLeaks(label: label) }
+  }
+
+  /// Builds the memory graph now, while recording goes on, and keeps what had leaked by
+  /// then for the report. Only with the leaks instrument recording. The calling thread's
+  /// allocations are not recorded meanwhile (they are the harness's); its stack is a root,
+  /// since the scenario's frames above this call are live.
+  func checkLeaks(label: String) {
+    guard isRecording, configuration.instruments.contains(.leaks), let allocationRecorder else { return }
+    let started = ContinuousClock.now
+    CPerfAlloc_ignoreCallingThread(1)
+    defer { CPerfAlloc_ignoreCallingThread(0) }
+    guard let checkpoint = allocationRecorder.checkpoint() else { return }
+    var options = HeapGraph.Options()
+    options.snapshot = heapSnapshot
+    var freedMeanwhile = 0
+    do {
+      if checkSymbolizer == nil { checkSymbolizer = try Symbolizer() }
+      let report = try LeakAnalysis.scan(
+        recording: checkpoint, symbolizer: checkSymbolizer, suppressions: configuration.leakSuppressions,
+        options: options,
+        stillLive: {
+          let live = allocationRecorder.checkpoint().map { Set($0.liveBlocks) } ?? []
+          freedMeanwhile = checkpoint.liveBlocks.count { !live.contains($0) }
+          return live
+        })
+      leakChecks.append(
+        LeaksReport.Check(
+          label: label, generation: marks.count, timeMilliseconds: (started - clockStart).milliseconds,
+          leakedCount: report.leakedCount, leakedBytes: report.leakedBytes,
+          cycles: report.cycles.map { LeaksReport.CycleCount(types: $0.nodes.map(\.type), instances: $0.instances) },
+          rootLeaks: report.rootLeaks.map { LeaksReport.TypeCount(type: $0.type, count: $0.count, bytes: $0.bytes) },
+          indirectLeakCount: report.indirectLeakCount, blocksScanned: report.blocksScanned,
+          freedDuringCheck: freedMeanwhile, unscannedThreads: report.unscannedThreads,
+          blockedThreads: report.blockedThreads ?? 0,
+          analysisMilliseconds: (ContinuousClock.now - started).milliseconds))
+    } catch {
+      // The end-of-run scan reports a scan that cannot run; a check that fails is left out.
+    }
   }
 
   /// The instruments' sections of the report. Call after `finish()`.
@@ -128,6 +173,8 @@ public struct RecordingConfiguration: Sendable {
   public var allocationStacks: Bool
   /// Leaks the leaks instrument does not report (noise from system libraries).
   public var leakSuppressions: LeakSuppressions = .none
+  /// With the leaks instrument: a leak check at every generation mark.
+  public var leakCheckAtMarks = false
 
   public init(
     instruments: Set<Instrument> = Set(Instrument.defaults), sampleRateHz: Int = 1000, clock: SamplingClock = .cpu,

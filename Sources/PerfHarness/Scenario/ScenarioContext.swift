@@ -29,6 +29,13 @@ public final class ScenarioContext {
     recording.markGeneration(label: label)
   }
 
+  /// Builds the memory graph now, like a leak check of Instruments' Leaks instrument, and
+  /// adds what had leaked by then to the report's `leaks.checks` (with the leaks
+  /// instrument recording; otherwise nothing happens).
+  public func checkLeaks(_ label: String) {
+    recording.checkLeaks(label: label)
+  }
+
   /// Posts the system's memory-warning notification (as the simulator's Simulate Memory
   /// Warning does), then marks a generation after it.
   public func simulateMemoryWarning() {

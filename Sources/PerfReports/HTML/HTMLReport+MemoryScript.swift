@@ -203,6 +203,22 @@ extension HTMLReport {
         more(l.rootLeaks, 500) : '<p class="muted">None.</p>');
       html += '<h3>Indirect leaks</h3>' + ((l.indirectLeaks || []).length ? table(leakColumns, l.indirectLeaks, 500) +
         more(l.indirectLeaks, 500) : '<p class="muted">None.</p>');
+      if ((l.checks || []).length) {
+        html += '<h3>Leak checks during the run</h3>' + table([
+          { title: 'Check', html: function (c) { return esc(c.label); } },
+          { title: 'At', num: true, html: function (c) { return ms(c.timeMilliseconds); } },
+          { title: 'Leaked blocks', num: true, html: function (c) { return int(c.leakedCount); } },
+          { title: 'Leaked bytes', num: true, html: function (c) { return bytes(c.leakedBytes); } },
+          { title: 'Cycles', num: true, html: function (c) {
+            return int((c.cycles || []).reduce(function (sum, cycle) { return sum + cycle.instances; }, 0));
+          } },
+          { title: 'Cycle types', html: function (c) {
+            return (c.cycles || []).map(function (cycle) {
+              return esc(cycle.types.join(' → ')) + ' × ' + int(cycle.instances);
+            }).join('<br>');
+          } },
+        ], l.checks);
+      }
       return html;
     }
     function more(rows, limit) {

@@ -28,6 +28,17 @@ let scenarios = [
     "cycle-behind-stale-words", "a reachable realloc'd buffer holds stale copies of a cycle's address",
     LeakCorpus.cycleBehindStaleWords),
   corpusCase("many-cycles", "\(LeakCorpus.manyCount) identical two-object cycles", LeakCorpus.manyCycles),
+  // A leak check before anything leaked, then one at each mark (--leak-check-at-marks).
+  Scenario(
+    "cycles-checked-at-marks", summary: "one cycle per generation; checks see 0, 1, 2, 3",
+    variants: [.starter], defaultIterations: 3
+  ) { context in
+    context.checkLeaks("before")
+    for index in 1...context.iterations {
+      LeakCorpus.checkedCycle()
+      context.markGeneration("cycle \(index)")
+    }
+  },
 ]
 
 PerfHarnessCLI.main(scenarios: scenarios)

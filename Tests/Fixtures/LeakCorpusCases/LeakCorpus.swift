@@ -141,6 +141,16 @@ public enum LeakStaleBuffer {
   nonisolated(unsafe) public static var kept: UnsafeMutableRawPointer?
 }
 
+// One cycle per generation, checked at each mark.
+public final class LeakCheckedA {
+  public var b: LeakCheckedB?
+  public init() {}
+}
+public final class LeakCheckedB {
+  public var a: LeakCheckedA?
+  public init() {}
+}
+
 // Suppressed.
 public final class LeakSuppressedOrphan {
   public var value = 0
@@ -250,6 +260,13 @@ public enum LeakCorpus {
     free(freed)
     // Still nil, but not provably so: the optimizer turns a literal realloc(nil, n) into malloc(n).
     LeakStaleBuffer.kept = realloc(LeakStaleBuffer.kept, bytes)
+  }
+
+  @inline(never) public static func checkedCycle() {
+    let a = make(LeakCheckedA.init)
+    let b = make(LeakCheckedB.init)
+    a.b = b
+    b.a = a
   }
 
   @inline(never) public static func suppressedOrphan() {
