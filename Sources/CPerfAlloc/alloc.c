@@ -171,6 +171,10 @@ static uint64_t sizeKey(uint64_t size) { return ((uint64_t)CPerfAlloc_sizeClass(
 #define STRIPES (1 << STRIPE_BITS)
 #define INITIAL_SLOTS 256
 #define FREED_SLOTS 4096
+// After the hashed slots, one slot per size class: untyped frees need no lookup (sizes
+// have 40 bits, so classes stay under 37).
+#define SIZE_CLASS_SLOTS 64
+#define FREED_TABLE_BYTES pageRound((FREED_SLOTS + SIZE_CLASS_SLOTS) * sizeof(FreedSlot))
 #define KEY_EMPTY 0ull
 #define KEY_TOMBSTONE 1ull
 #define ADDR_BITS 43
@@ -280,12 +284,29 @@ static void stripeErase(Stripe *s, uint64_t i) {
 }
 
 __attribute__((noinline, cold)) static bool freedMap(Stripe *s) {
-  s->freed = mapBytes(pageRound(FREED_SLOTS * sizeof(FreedSlot)));
+  s->freed = mapBytes(FREED_TABLE_BYTES);
   if (!s->freed) s->lostFreedKeys++;
   return s->freed != NULL;
 }
 
+// An untyped free: its size class's slot.
+static inline void freedAddUntyped(Stripe *s, uint64_t size) {
+  if (UNLIKELY(!s->freed) && !freedMap(s)) return;
+  uint32_t sizeClass = CPerfAlloc_sizeClass(size);
+  FreedSlot *f = &s->freed[FREED_SLOTS + sizeClass];
+  if (UNLIKELY(f->count == 0)) {
+    f->key = ((uint64_t)sizeClass << 1) | 1;
+    s->freedUsed++;
+  }
+  f->count++;
+  f->bytes += size;
+}
+
 static inline void freedAdd(Stripe *s, uint64_t key, uint64_t size) {
+  if (key & 1) {
+    freedAddUntyped(s, size);  // the key is the size's
+    return;
+  }
   if (UNLIKELY(!s->freed) && !freedMap(s)) return;
   // Keys are metadata pointers or small odd numbers: mix before indexing. The tables are
   // page-aligned, so without the per-stripe offset one key would land in the same cache
@@ -819,10 +840,11 @@ static int takeBlock(void *pointer, Slot *out, bool aggregate) {
     if (k == key) break;
     i = (i + 1 == capacity) ? 0 : i + 1;
   }
-  *out = s->slots[i];
+  Slot slot = s->slots[i];
+  *out = slot;
   stripeErase(s, i);
-  uint64_t size = out->w1 & SIZE_MASK;
-  if (out->w1 & PREEXISTING_BIT) {
+  uint64_t size = slot.w1 & SIZE_MASK;
+  if (slot.w1 & PREEXISTING_BIT) {
     s->preLive--;
     s->preLiveBytes -= size;
     spinUnlock(&s->lock);
@@ -831,8 +853,12 @@ static int takeBlock(void *pointer, Slot *out, bool aggregate) {
   s->live--;
   __atomic_store_n(&s->liveBytes, s->liveBytes - size, __ATOMIC_RELAXED);
   if (aggregate) {
+    // categoryKey's cases, with the untyped one needing no lookup. The block is still
+    // allocated: a Swift object's first word is its metadata.
     s->frees++;
-    freedAdd(s, categoryKey(pointer, out), size);
+    uint64_t metadata = (slot.w1 & OBJECT_BIT) ? *(uint64_t *)pointer : 0;
+    if (metadata != 0 && !(metadata & 7)) freedAdd(s, metadata, size);
+    else freedAddUntyped(s, size);
   }
   spinUnlock(&s->lock);
   return TAKE_TRACKED;
@@ -1178,7 +1204,7 @@ static void unmapAll(void) {
   for (int i = 0; i < STRIPES; i++) {
     Stripe *s = &g_stripes[i];
     if (s->slots) munmap(s->slots, s->mappedBytes);
-    if (s->freed) munmap(s->freed, pageRound(FREED_SLOTS * sizeof(FreedSlot)));
+    if (s->freed) munmap(s->freed, FREED_TABLE_BYTES);
     uint32_t keep = atomic_load(&s->lock);  // release() holds it: stay locked
     memset(s, 0, sizeof(*s));
     atomic_store(&s->lock, keep);
@@ -1434,7 +1460,7 @@ int32_t CPerfAlloc_stop(CPerfAlloc_Error *error) {
       b->stackId = (uint32_t)slot->w2;
       b->timestampNs = g_startNs + (slot->w2 >> 32) * 1000;
     }
-    for (uint64_t j = 0; g_freedSnapshot && s->freed && j < FREED_SLOTS; j++) {
+    for (uint64_t j = 0; g_freedSnapshot && s->freed && j < FREED_SLOTS + SIZE_CLASS_SLOTS; j++) {
       if (s->freed[j].count == 0 || f >= freedEntries) continue;
       g_freedSnapshot[f].key = s->freed[j].key;
       g_freedSnapshot[f].count = s->freed[j].count;
