@@ -73,6 +73,7 @@ static _Atomic int64_t g_peakLiveBytes;
 // Per-thread: the reentrancy guard (a hook's own callees, e.g. __libc_malloc's or
 // /proc reads, must not be recorded), the cached tid and the stack bounds for the walk.
 static TLS int t_inHook;
+static TLS int32_t t_ignoringAllocations;  // CPerfAlloc_setIgnoringAllocations
 static TLS int32_t t_tid;
 static TLS uintptr_t t_stackLo;
 static TLS uintptr_t t_stackHi;  // 0: not yet looked up; 1: unknown (no walk)
@@ -721,6 +722,7 @@ __attribute__((noinline, cold)) static void recordPreexisting(uint64_t address, 
 }
 
 static void recordAlloc(void *pointer, size_t size, uintptr_t *frame) {
+  if (UNLIKELY(t_ignoringAllocations)) return;
   uint64_t address = (uint64_t)(uintptr_t)pointer;
   bool object = isObjectAllocation(frame);
   if (UNLIKELY(atomic_load_explicit(&g_preexistingPhase, memory_order_relaxed))) {
@@ -1364,6 +1366,12 @@ static void trackAllBlocksIfAsked(int argc, char **argv, char **envp) {
 }
 __attribute__((section(".preinit_array"), used)) static void (*const g_trackAllBlocksAtStart)(int, char **, char **) =
   trackAllBlocksIfAsked;
+
+int32_t CPerfAlloc_setIgnoringAllocations(int32_t ignoring) {
+  int32_t previous = t_ignoringAllocations;
+  t_ignoringAllocations = ignoring;
+  return previous;
+}
 
 int32_t CPerfAlloc_isRecording(void) { return atomic_load_explicit(&g_recording, memory_order_relaxed); }
 

@@ -160,6 +160,11 @@ int32_t CPerfAlloc_stop(CPerfAlloc_Error *error);
 /// True while a session records.
 int32_t CPerfAlloc_isRecording(void);
 
+/// While nonzero, the calling thread's allocations are not recorded (its frees still
+/// are): the harness's own objects made while a scenario records are not the scenario's.
+/// Returns the previous value, for nesting.
+int32_t CPerfAlloc_setIgnoringAllocations(int32_t ignoring);
+
 /// Valid only between stop and release. Counts are returned through the out parameters.
 void CPerfAlloc_stats(CPerfAlloc_Stats *stats);
 const CPerfAlloc_Block *CPerfAlloc_blocks(uint64_t *count);

@@ -8,7 +8,7 @@ final class Recording {
   private let clockStart = ContinuousClock.now
   private let timeProfiler: TimeProfiler?
   private var allocationRecorder: AllocationRecorder?
-  private var allocationRecording: AllocationRecording?
+  private(set) var allocationRecording: AllocationRecording?
   private var leaksResult: Result<LeaksReport, any Error>?
 
   init(configuration: RecordingConfiguration) {
@@ -90,10 +90,12 @@ final class Recording {
   func markGeneration(label: String, isMemoryWarning: Bool = false) {
     let elapsed = ContinuousClock.now - clockStart
     allocationRecorder?.markGeneration(label: label)
-    marks.append(
-      GenerationMark(
-        index: marks.count, label: label, timeMilliseconds: elapsed.milliseconds,
-        isMemoryWarning: isMemoryWarning))
+    AllocationRecorder.ignoringAllocations {
+      marks.append(
+        GenerationMark(
+          index: marks.count, label: label, timeMilliseconds: elapsed.milliseconds,
+          isMemoryWarning: isMemoryWarning))
+    }
   }
 
   /// The instruments' sections of the report. Call after `finish()`.
