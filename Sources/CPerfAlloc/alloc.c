@@ -73,9 +73,7 @@ static _Atomic int64_t g_peakLiveBytes;
 // Per-thread: the reentrancy guard (a hook's own callees, e.g. __libc_malloc's or
 // /proc reads, must not be recorded), the cached tid and the stack bounds for the walk.
 static TLS int t_inHook;
-// Set by CPerfAlloc_ignoreCallingThread: this thread's new blocks go unrecorded; its frees
-// are still matched (a block of the session it frees must leave the table).
-static TLS int t_ignoring;
+static TLS int32_t t_ignoringAllocations;  // CPerfAlloc_setIgnoringAllocations
 static TLS int32_t t_tid;
 static TLS uintptr_t t_stackLo;
 static TLS uintptr_t t_stackHi;  // 0: not yet looked up; 1: unknown (no walk)
@@ -174,6 +172,10 @@ static uint64_t sizeKey(uint64_t size) { return ((uint64_t)CPerfAlloc_sizeClass(
 #define STRIPES (1 << STRIPE_BITS)
 #define INITIAL_SLOTS 256
 #define FREED_SLOTS 4096
+// After the hashed slots, one slot per size class: untyped frees need no lookup (sizes
+// have 40 bits, so classes stay under 37).
+#define SIZE_CLASS_SLOTS 64
+#define FREED_TABLE_BYTES pageRound((FREED_SLOTS + SIZE_CLASS_SLOTS) * sizeof(FreedSlot))
 #define KEY_EMPTY 0ull
 #define KEY_TOMBSTONE 1ull
 #define ADDR_BITS 43
@@ -283,12 +285,29 @@ static void stripeErase(Stripe *s, uint64_t i) {
 }
 
 __attribute__((noinline, cold)) static bool freedMap(Stripe *s) {
-  s->freed = mapBytes(pageRound(FREED_SLOTS * sizeof(FreedSlot)));
+  s->freed = mapBytes(FREED_TABLE_BYTES);
   if (!s->freed) s->lostFreedKeys++;
   return s->freed != NULL;
 }
 
+// An untyped free: its size class's slot.
+static inline void freedAddUntyped(Stripe *s, uint64_t size) {
+  if (UNLIKELY(!s->freed) && !freedMap(s)) return;
+  uint32_t sizeClass = CPerfAlloc_sizeClass(size);
+  FreedSlot *f = &s->freed[FREED_SLOTS + sizeClass];
+  if (UNLIKELY(f->count == 0)) {
+    f->key = ((uint64_t)sizeClass << 1) | 1;
+    s->freedUsed++;
+  }
+  f->count++;
+  f->bytes += size;
+}
+
 static inline void freedAdd(Stripe *s, uint64_t key, uint64_t size) {
+  if (key & 1) {
+    freedAddUntyped(s, size);  // the key is the size's
+    return;
+  }
   if (UNLIKELY(!s->freed) && !freedMap(s)) return;
   // Keys are metadata pointers or small odd numbers: mix before indexing. The tables are
   // page-aligned, so without the per-stripe offset one key would land in the same cache
@@ -703,6 +722,7 @@ __attribute__((noinline, cold)) static void recordPreexisting(uint64_t address, 
 }
 
 static void recordAlloc(void *pointer, size_t size, uintptr_t *frame) {
+  if (UNLIKELY(t_ignoringAllocations)) return;
   uint64_t address = (uint64_t)(uintptr_t)pointer;
   bool object = isObjectAllocation(frame);
   if (UNLIKELY(atomic_load_explicit(&g_preexistingPhase, memory_order_relaxed))) {
@@ -822,10 +842,11 @@ static int takeBlock(void *pointer, Slot *out, bool aggregate) {
     if (k == key) break;
     i = (i + 1 == capacity) ? 0 : i + 1;
   }
-  *out = s->slots[i];
+  Slot slot = s->slots[i];
+  *out = slot;
   stripeErase(s, i);
-  uint64_t size = out->w1 & SIZE_MASK;
-  if (out->w1 & PREEXISTING_BIT) {
+  uint64_t size = slot.w1 & SIZE_MASK;
+  if (slot.w1 & PREEXISTING_BIT) {
     s->preLive--;
     s->preLiveBytes -= size;
     spinUnlock(&s->lock);
@@ -834,8 +855,12 @@ static int takeBlock(void *pointer, Slot *out, bool aggregate) {
   s->live--;
   __atomic_store_n(&s->liveBytes, s->liveBytes - size, __ATOMIC_RELAXED);
   if (aggregate) {
+    // categoryKey's cases, with the untyped one needing no lookup. The block is still
+    // allocated: a Swift object's first word is its metadata.
     s->frees++;
-    freedAdd(s, categoryKey(pointer, out), size);
+    uint64_t metadata = (slot.w1 & OBJECT_BIT) ? *(uint64_t *)pointer : 0;
+    if (metadata != 0 && !(metadata & 7)) freedAdd(s, metadata, size);
+    else freedAddUntyped(s, size);
   }
   spinUnlock(&s->lock);
   return TAKE_TRACKED;
@@ -911,7 +936,7 @@ static inline void zeroIfTrackingAll(void *pointer, size_t from, size_t to) {
 #define HOOK_FRAME() ((uintptr_t *)__builtin_frame_address(0))
 
 __attribute__((noinline)) static void *mallocRecording(size_t size) {
-  if (t_inHook || t_ignoring) return __libc_malloc(size);
+  if (t_inHook) return __libc_malloc(size);
   t_inHook = 1;
   void *p = __libc_malloc(size);
   if (p) {
@@ -943,7 +968,7 @@ void free(void *pointer) {
 }
 
 __attribute__((noinline)) static void *callocRecording(size_t count, size_t size) {
-  if (t_inHook || t_ignoring) return __libc_calloc(count, size);
+  if (t_inHook) return __libc_calloc(count, size);
   t_inHook = 1;
   void *p = __libc_calloc(count, size);
   if (p) recordAlloc(p, count * size, HOOK_FRAME());  // no overflow: calloc succeeded
@@ -976,7 +1001,7 @@ __attribute__((noinline)) static void *reallocRecording(void *pointer, size_t si
     if (tracked) aggregateFree(pointer, &old, oldKey);
     if (p) {
       if (size > oldSize) zeroIfTrackingAll(p, oldSize, size);
-      if (!t_ignoring) recordAlloc(p, size, HOOK_FRAME());
+      recordAlloc(p, size, HOOK_FRAME());
     }
   }
   t_inHook = 0;
@@ -998,7 +1023,7 @@ void *reallocarray(void *pointer, size_t count, size_t size) {
 }
 
 __attribute__((noinline)) static void *memalignRecording(size_t alignment, size_t size) {
-  if (t_inHook || t_ignoring) return __libc_memalign(alignment, size);
+  if (t_inHook) return __libc_memalign(alignment, size);
   t_inHook = 1;
   void *p = __libc_memalign(alignment, size);
   if (p) {
@@ -1020,7 +1045,7 @@ __attribute__((noinline)) static int posixMemalignRecording(void **out, size_t a
   if (!isPowerOfTwo(alignment) || alignment % sizeof(void *)) return EINVAL;
   int savedErrno = errno;
   void *p;
-  if (t_inHook || t_ignoring) {
+  if (t_inHook) {
     p = __libc_memalign(alignment, size);
   } else {
     t_inHook = 1;
@@ -1068,7 +1093,7 @@ static size_t pageSize(void) {
 }
 
 __attribute__((noinline)) static void *vallocRecording(size_t size) {
-  if (t_inHook || t_ignoring) return __libc_memalign(pageSize(), size);
+  if (t_inHook) return __libc_memalign(pageSize(), size);
   t_inHook = 1;
   void *p = __libc_memalign(pageSize(), size);
   if (p) {
@@ -1099,7 +1124,7 @@ __attribute__((noinline)) static void *pvallocRecording(size_t size) {
     errno = ENOMEM;
     return NULL;
   }
-  if (t_inHook || t_ignoring) return __libc_memalign(pageSize(), rounded);
+  if (t_inHook) return __libc_memalign(pageSize(), rounded);
   t_inHook = 1;
   void *p = __libc_memalign(pageSize(), rounded);
   if (p) {
@@ -1185,7 +1210,7 @@ static void unmapAll(void) {
   for (int i = 0; i < STRIPES; i++) {
     Stripe *s = &g_stripes[i];
     if (s->slots) munmap(s->slots, s->mappedBytes);
-    if (s->freed) munmap(s->freed, pageRound(FREED_SLOTS * sizeof(FreedSlot)));
+    if (s->freed) munmap(s->freed, FREED_TABLE_BYTES);
     uint32_t keep = atomic_load(&s->lock);  // release() holds it: stay locked
     memset(s, 0, sizeof(*s));
     atomic_store(&s->lock, keep);
@@ -1346,6 +1371,12 @@ static void trackAllBlocksIfAsked(int argc, char **argv, char **envp) {
 __attribute__((section(".preinit_array"), used)) static void (*const g_trackAllBlocksAtStart)(int, char **, char **) =
   trackAllBlocksIfAsked;
 
+int32_t CPerfAlloc_setIgnoringAllocations(int32_t ignoring) {
+  int32_t previous = t_ignoringAllocations;
+  t_ignoringAllocations = ignoring;
+  return previous;
+}
+
 int32_t CPerfAlloc_isRecording(void) { return atomic_load_explicit(&g_recording, memory_order_relaxed); }
 
 int32_t CPerfAlloc_markGeneration(CPerfAlloc_Mark *out) {
@@ -1441,7 +1472,7 @@ int32_t CPerfAlloc_stop(CPerfAlloc_Error *error) {
       b->stackId = (uint32_t)slot->w2;
       b->timestampNs = g_startNs + (slot->w2 >> 32) * 1000;
     }
-    for (uint64_t j = 0; g_freedSnapshot && s->freed && j < FREED_SLOTS; j++) {
+    for (uint64_t j = 0; g_freedSnapshot && s->freed && j < FREED_SLOTS + SIZE_CLASS_SLOTS; j++) {
       if (s->freed[j].count == 0 || f >= freedEntries) continue;
       g_freedSnapshot[f].key = s->freed[j].key;
       g_freedSnapshot[f].count = s->freed[j].count;
@@ -1488,8 +1519,6 @@ const CPerfAlloc_Block *CPerfAlloc_blocks(uint64_t *count) {
   if (count) *count = ok ? g_blockCount : 0;
   return ok ? g_blocks : NULL;
 }
-
-void CPerfAlloc_ignoreCallingThread(int32_t ignoring) { t_ignoring = ignoring ? 1 : 0; }
 
 uint64_t CPerfAlloc_liveBlocksNow(CPerfAlloc_Block *out, uint64_t capacity) {
   if (atomic_load(&g_state) != STATE_RUNNING) return 0;

@@ -1155,11 +1155,11 @@ static void prefault_arena(void) {
 
 // CPerfAlloc's, when the allocation interposer is linked in: this thread's reads of /proc
 // (opendir, the maps buffer) are the harness's allocations, not the profiled program's.
-extern void CPerfAlloc_ignoreCallingThread(int32_t ignoring) __attribute__((weak));
+extern int32_t CPerfAlloc_setIgnoringAllocations(int32_t ignoring) __attribute__((weak));
 
 static void *discovery_main(void *unused) {
   (void)unused;
-  if (CPerfAlloc_ignoreCallingThread) CPerfAlloc_ignoreCallingThread(1);
+  if (CPerfAlloc_setIgnoringAllocations) (void)CPerfAlloc_setIgnoringAllocations(1);
   pid_t self = (pid_t)syscall(SYS_gettid);
   // Each round costs the profiled process some CPU (a /proc directory read at least), so
   // while the threads stay the same and nothing waits for this thread, the interval

@@ -29,14 +29,16 @@ let perfharness = binDirectory.appendingPathComponent("perfharness")
 let output = URL(fileURLWithPath: "Reports/bench")
 try FileManager.default.createDirectory(at: output, withIntermediateDirectories: true)
 let rounds = Int(ProcessInfo.processInfo.environment["BENCH_ROUNDS"] ?? "") ?? 5
-// `--only time` / `--only report`: the Time Profiler rows, or the report-generation rows,
-// alone, for work on one part (the full run takes long); prints them and leaves the README
-// and bench.json as they are.
+// `--only time` / `--only alloc` / `--only report`: the Time Profiler rows, the
+// Allocations rows, or the report-generation rows, alone, for work on one part (the full
+// run takes long); prints them and leaves the README and bench.json as they are.
 let benchArguments = Array(CommandLine.arguments.dropFirst())
 let onlyTime: Bool
+let onlyAllocations: Bool
 switch benchArguments {
-case []: onlyTime = false
-case ["--only", "time"]: onlyTime = true
+case []: (onlyTime, onlyAllocations) = (false, false)
+case ["--only", "time"]: (onlyTime, onlyAllocations) = (true, false)
+case ["--only", "alloc"]: (onlyTime, onlyAllocations) = (false, true)
 case ["--only", "report"]:
   for figure in try measureReportGeneration(rounds: 3, output: output).figures {
     print(
@@ -47,7 +49,7 @@ case ["--only", "report"]:
 default:
   FileHandle.standardError.write(
     Data(
-      "error: unknown arguments '\(benchArguments.joined(separator: " "))'; accepted: none (every figure), --only time or --only report\n"
+      "error: unknown arguments '\(benchArguments.joined(separator: " "))'; accepted: none (every figure), --only time, --only alloc or --only report\n"
         .utf8))
   exit(64)
 }
@@ -78,12 +80,14 @@ struct BenchError: Error, CustomStringConvertible {
 }
 
 var figures: [Figure] = []
-FileHandle.standardError.write(Data("bench: Time Profiler overhead, \(rounds) alternating rounds\n".utf8))
 var plain: [Double] = []
 var profiled: [Double] = []
 var handlerMedians: [Double] = []
 var depths: [Double] = []
-for _ in 0..<rounds {
+if !onlyAllocations {
+  FileHandle.standardError.write(Data("bench: Time Profiler overhead, \(rounds) alternating rounds\n".utf8))
+}
+for _ in 0..<(onlyAllocations ? 0 : rounds) {
   // The scenario's steps: what the profiled code experienced, without the instruments'
   // start-up and tear-down.
   func stepsTime(_ report: Report) -> Double { report.steps.reduce(0) { $0 + $1.totalMilliseconds } }
@@ -97,22 +101,25 @@ for _ in 0..<rounds {
   }
 }
 let overhead = (median(profiled) / median(plain) - 1) * 100
-figures.append(
-  Figure(
-    name: "Time Profiler overhead at 1 kHz (filtered-thumbnail-scrolling, starter)", measured: overhead, unit: "%",
-    target: "< 2 %", meetsTarget: overhead < 2,
-    detail: String(
-      format: "median time in the scenario's steps %.1f ms profiled vs %.1f ms plain, %d rounds each", median(profiled),
-      median(plain), rounds))
-)
-let handler = median(handlerMedians)
-figures.append(
-  Figure(
-    name: "Time Profiler cost per sample, in the handler", measured: handler, unit: "µs", target: "< 2 µs",
-    meetsTarget: handler < 2,
-    detail: String(
-      format: "median of the runs' medians; median stack %.0f frames; kernel signal delivery not included",
-      median(depths))))
+if !onlyAllocations {
+  figures.append(
+    Figure(
+      name: "Time Profiler overhead at 1 kHz (filtered-thumbnail-scrolling, starter)", measured: overhead, unit: "%",
+      target: "< 2 %", meetsTarget: overhead < 2,
+      detail: String(
+        format: "median time in the scenario's steps %.1f ms profiled vs %.1f ms plain, %d rounds each",
+        median(profiled),
+        median(plain), rounds))
+  )
+  let handler = median(handlerMedians)
+  figures.append(
+    Figure(
+      name: "Time Profiler cost per sample, in the handler", measured: handler, unit: "µs", target: "< 2 µs",
+      meetsTarget: handler < 2,
+      detail: String(
+        format: "median of the runs' medians; median stack %.0f frames; kernel signal delivery not included",
+        median(depths))))
+}
 
 if onlyTime {
   for figure in figures {
@@ -171,7 +178,7 @@ for _ in 0..<2 {
 var scanTimes: [Double] = []
 var scannedBlocks: [Double] = []
 var scannerMegabytes: [Double] = []
-for _ in 0..<3 {
+for _ in 0..<(onlyAllocations ? 0 : 3) {
   keptForOverhead = []
   let report = MainActor.assumeIsolated {
     ScenarioRunner(configuration: RecordingConfiguration(instruments: [.leaks], allocationStacks: false)).run(
@@ -196,19 +203,32 @@ for (name, target) in [("countsOnly", 1.2), ("fullStacks", 2.0)] {
         Double(churnOperations) / 1e6, median(allocationTimes[name] ?? []), plainChurn)))
 }
 let scanTime = median(scanTimes)
-figures.append(
-  Figure(
-    name: "Leaks: memory graph scan of ~1 M live blocks", measured: scanTime, unit: "ms", target: "< 2000 ms",
-    meetsTarget: scanTime < 2000 && median(scannerMegabytes) < 64,
-    detail: String(
-      format: "median of %d scans of %.0f blocks (graph and classification); scanner's mapped memory %.1f MiB (< 64)",
-      scanTimes.count, median(scannedBlocks), median(scannerMegabytes))))
+if !onlyAllocations {
+  figures.append(
+    Figure(
+      name: "Leaks: memory graph scan of ~1 M live blocks", measured: scanTime, unit: "ms", target: "< 2000 ms",
+      meetsTarget: scanTime < 2000 && median(scannerMegabytes) < 64,
+      detail: String(
+        format: "median of %d scans of %.0f blocks (graph and classification); scanner's mapped memory %.1f MiB (< 64)",
+        scanTimes.count, median(scannedBlocks), median(scannerMegabytes))))
+}
 let perBlock = median(bytesPerBlock)
 figures.append(
   Figure(
     name: "Allocations memory per live block", measured: perBlock, unit: "B", target: "< 48 B",
     meetsTarget: perBlock < 48,
     detail: "block table bytes per live block with 1 M small objects live; stack table not included"))
+
+if onlyAllocations {
+  for figure in figures {
+    print("\(figure.name): \(format(figure.measured)) \(figure.unit) (target \(figure.target)); \(figure.detail)")
+  }
+  let perRound = allocationModes.map { name, _ in
+    "\(name) \((allocationTimes[name] ?? []).map { String(format: "%.0f", $0) })"
+  }
+  print("rounds: churn ms \(perRound.joined(separator: ", "))")
+  exit(0)
+}
 
 // Report generation at the scale the HTML report must stay usable at.
 FileHandle.standardError.write(Data("bench: report generation at scale, 3 recordings\n".utf8))

@@ -82,6 +82,27 @@ extension ProcessWideRecording {
       #expect(report.categories.map(\.persistentBytes) == report.categories.map(\.persistentBytes).sorted(by: >))
     }
 
+    /// The harness's own objects made while recording (the recorder, step timings, marks)
+    /// are not the scenario's: a scenario that allocates nothing leaves nothing of
+    /// PerfHarness allocated on its thread. (Other threads' blocks are other tests'.)
+    @MainActor @Test func harnessObjectsAreNotCountedAsTheScenarios() throws {
+      let recording = Recording(configuration: RecordingConfiguration(instruments: [.allocations]))
+      let context = ScenarioContext(variant: .starter, iterations: 1, recording: recording)
+      try recording.start()
+      for index in 0..<20 {
+        context.step("step \(index)") {}
+        context.markGeneration("mark \(index)")
+      }
+      recording.finish()
+      let allocations = try #require(recording.allocationRecording)
+      let thread = CPerfAlloc_gettid()
+      let harnessCategories = allocations.liveBlocks.filter { $0.threadID == thread }
+        .map { allocations.category(for: $0.categoryKey).name }.filter { $0.contains("PerfHarness") }
+      #expect(harnessCategories.isEmpty, "\(harnessCategories)")
+      #expect(context.steps.count == 20)
+      #expect(allocations.marks.count == 20)
+    }
+
     @Test func genericClassNamesIncludeArguments() throws {
       let recorder = try AllocationRecorder.start(mode: .countsOnly)
       let kept = (0..<7).map { AllocProbeGeneric<Int>($0) }

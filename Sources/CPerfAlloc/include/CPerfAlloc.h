@@ -162,10 +162,6 @@ uint64_t CPerfAlloc_liveBlocksBeforeSession(uint64_t *pairs, uint64_t capacity);
 /// Allocates nothing. Returns 0 when no session records.
 uint64_t CPerfAlloc_liveBlocksNow(CPerfAlloc_Block *out, uint64_t capacity);
 
-/// Non-zero: the calling thread's allocations and frees go unrecorded until it calls
-/// this with 0 (the harness's own work while a session records, e.g. a leak check).
-void CPerfAlloc_ignoreCallingThread(int32_t ignoring);
-
 /// Starts a session. Returns 0, or an error code with details in *error.
 int32_t CPerfAlloc_start(const CPerfAlloc_Config *config, CPerfAlloc_Error *error);
 
@@ -178,6 +174,11 @@ int32_t CPerfAlloc_stop(CPerfAlloc_Error *error);
 
 /// True while a session records.
 int32_t CPerfAlloc_isRecording(void);
+
+/// While nonzero, the calling thread's allocations are not recorded (its frees still
+/// are): the harness's own objects made while a scenario records are not the scenario's.
+/// Returns the previous value, for nesting.
+int32_t CPerfAlloc_setIgnoringAllocations(int32_t ignoring);
 
 /// Valid only between stop and release. Counts are returned through the out parameters.
 void CPerfAlloc_stats(CPerfAlloc_Stats *stats);

@@ -151,7 +151,16 @@ final class AllocationRecorder: Sendable {
     var error = CPerfAlloc_Error()
     let status = CPerfAlloc_start(&config, &error)
     guard status == Int32(CPerfAlloc_OK.rawValue) else { throw AllocationRecorderError(status: status, error: error) }
-    return AllocationRecorder(mode: mode, maxDepth: maxDepth)
+    return ignoringAllocations { AllocationRecorder(mode: mode, maxDepth: maxDepth) }
+  }
+
+  /// Runs `body` with the calling thread's allocations unrecorded (its frees still count):
+  /// for the harness's own objects made while a scenario records, which are not the
+  /// scenario's.
+  static func ignoringAllocations<Result>(_ body: () throws -> Result) rethrows -> Result {
+    let previous = CPerfAlloc_setIgnoringAllocations(1)
+    defer { _ = CPerfAlloc_setIgnoringAllocations(previous) }
+    return try body()
   }
 
   /// Opens a new generation: blocks allocated from now on belong to it. `label` names
@@ -161,7 +170,7 @@ final class AllocationRecorder: Sendable {
       guard state.result == nil else { return }
       var mark = CPerfAlloc_Mark()
       guard CPerfAlloc_markGeneration(&mark) == Int32(CPerfAlloc_OK.rawValue) else { return }
-      state.labels[Int(mark.generation)] = label
+      Self.ignoringAllocations { state.labels[Int(mark.generation)] = label }
     }
   }
 
@@ -185,7 +194,7 @@ final class AllocationRecorder: Sendable {
 
   /// The blocks live now, while recording goes on: live blocks, holders, their names and
   /// stacks (the rest of the recording is empty). For a leak check in the middle of a
-  /// run; call it with the calling thread ignored (`CPerfAlloc_ignoreCallingThread`).
+  /// run; call it with the calling thread ignored (`CPerfAlloc_setIgnoringAllocations`).
   /// Nil when nothing records.
   func checkpoint() -> AllocationRecording? {
     let stride = MemoryLayout<CPerfAlloc_Block>.stride

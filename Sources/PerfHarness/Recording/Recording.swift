@@ -10,7 +10,7 @@ final class Recording {
   private let clockStart = ContinuousClock.now
   private let timeProfiler: TimeProfiler?
   private var allocationRecorder: AllocationRecorder?
-  private var allocationRecording: AllocationRecording?
+  private(set) var allocationRecording: AllocationRecording?
   private var leaksResult: Result<LeaksReport, any Error>?
   private var heapSnapshot: HeapSnapshot?
   private var leakChecks: [LeaksReport.Check] = []
@@ -100,10 +100,12 @@ final class Recording {
   func markGeneration(label: String, isMemoryWarning: Bool = false) {
     let elapsed = ContinuousClock.now - clockStart
     allocationRecorder?.markGeneration(label: label)
-    marks.append(
-      GenerationMark(
-        index: marks.count, label: label, timeMilliseconds: elapsed.milliseconds,
-        isMemoryWarning: isMemoryWarning))
+    AllocationRecorder.ignoringAllocations {
+      marks.append(
+        GenerationMark(
+          index: marks.count, label: label, timeMilliseconds: elapsed.milliseconds,
+          isMemoryWarning: isMemoryWarning))
+    }
     if configuration.leakCheckAtMarks { checkLeaks(label: label) }
   }
 
@@ -114,8 +116,8 @@ final class Recording {
   func checkLeaks(label: String) {
     guard isRecording, configuration.instruments.contains(.leaks), let allocationRecorder else { return }
     let started = ContinuousClock.now
-    CPerfAlloc_ignoreCallingThread(1)
-    defer { CPerfAlloc_ignoreCallingThread(0) }
+    let previous = CPerfAlloc_setIgnoringAllocations(1)
+    defer { _ = CPerfAlloc_setIgnoringAllocations(previous) }
     guard let checkpoint = allocationRecorder.checkpoint() else { return }
     var options = HeapGraph.Options()
     options.snapshot = heapSnapshot

@@ -19,7 +19,10 @@ public final class ScenarioContext {
   @discardableResult
   public func step<Result>(_ name: String, _ body: () throws -> Result) rethrows -> Result {
     let start = ContinuousClock.now
-    defer { steps.append(StepTiming(name: name, duration: ContinuousClock.now - start)) }
+    defer {
+      let timing = StepTiming(name: name, duration: ContinuousClock.now - start)
+      AllocationRecorder.ignoringAllocations { steps.append(timing) }
+    }
     return try body()
   }
 
