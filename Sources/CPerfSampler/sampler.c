@@ -287,6 +287,10 @@ static int step_once(unw_context_t *ctx, unw_cursor_t *cursor, const ucontext_t 
   return unw_step(cursor);
 }
 
+// derive_rule's answer when the caller's frame starts beyond `high`: on a partial stack
+// copy that says nothing about the PC, so nothing is learned from it.
+#define RULE_BEYOND 0xFFFFFFFFu
+
 // One libunwind step from the frame (ip, sp, bp), turned into a rule; 0 if the frame
 // does not fit the rule shapes (then the sample falls back to unw_backtrace).
 static uint32_t derive_rule(const ucontext_t *uc, uint64_t ip, uint64_t sp, uint64_t bp, bool leaf,
@@ -301,7 +305,8 @@ static uint32_t derive_rule(const ucontext_t *uc, uint64_t ip, uint64_t sp, uint
   if (unw_get_reg(&cursor, UNW_REG_IP, &cip) < 0 || unw_get_reg(&cursor, UNW_REG_SP, &csp) < 0 ||
       unw_get_reg(&cursor, UNW_X86_64_RBP, &cbp) < 0 || unw_get_save_loc(&cursor, UNW_X86_64_RBP, &loc) < 0)
     return 0;
-  if (csp <= sp || csp > high || (csp & 7) || cip == 0) return 0;
+  if (csp > high) return RULE_BEYOND;
+  if (csp <= sp || (csp & 7) || cip == 0) return 0;
   if (*(const uint64_t *)(uintptr_t)(csp - 8) != cip) return 0;  // return address at CFA - 8
   if (csp == bp + 16 && loc.type == UNW_SLT_MEMORY && loc.u.addr == bp) return RULE_FP;
   uint64_t k = (csp - sp) / 8;
@@ -369,6 +374,10 @@ typedef struct WalkMiss {
   uint64_t ip, sp, bp, high;
   bool leaf;
   uint64_t low;  // the stack mapping's low end (set by fast_unwind)
+  // Set by fast_unwind when the thread's last walk can finish this one: frames
+  // rejoin->frames[rejoinIndex...] hold on the stack, so only [sp, their sp) is copied.
+  const struct Trace *rejoin;
+  int rejoinIndex;
 } WalkMiss;
 
 // MARK: - Last walk per thread
@@ -401,8 +410,11 @@ typedef struct Replay {
 // -1: the stack does not fit the rules (use libunwind). With replay (live stack, from
 // the interrupted frame), reuses the thread's last walk where it still holds and
 // records this one.
+// With meet (a partial copy that ends at meet->sp), the walk stops when it reaches the
+// state meet describes and returns n with *met set; it returns -1 if it passes it.
 static int walk(const ucontext_t *uc, uint64_t ip, uint64_t sp, uint64_t bp, bool leaf, uint64_t high,
-                int64_t delta, uint64_t *out, int n, int max, WalkMiss *miss, Replay *replay) {
+                int64_t delta, uint64_t *out, int n, int max, WalkMiss *miss, Replay *replay,
+                const TraceFrame *meet, bool *met) {
 #define STACK_WORD(address) (*(const uint64_t *)(uintptr_t)((address) + (uint64_t)delta))
   const Trace *previous = replay ? replay->previous : NULL;
   Trace *next = replay ? replay->next : NULL;
@@ -462,6 +474,11 @@ static int walk(const ucontext_t *uc, uint64_t ip, uint64_t sp, uint64_t bp, boo
         }
       }
     }
+    if (meet && !leaf && sp >= meet->sp) {
+      if (sp != meet->sp || ip != meet->ip || bp != meet->bp) return -1;
+      *met = true;
+      return n;
+    }
     uint64_t key = (ip << 1) | (leaf ? 1 : 0);
     uint32_t rule = ip < RULE_MAX_PC ? rule_lookup(key) : 0;
     if (!rule) {
@@ -474,6 +491,10 @@ static int walk(const ucontext_t *uc, uint64_t ip, uint64_t sp, uint64_t bp, boo
         return -2;
       }
       rule = derive_rule(uc, ip, sp + (uint64_t)delta, bp + (uint64_t)delta, leaf, high + (uint64_t)delta);
+      if (rule == RULE_BEYOND) {
+        if (meet) return -1;
+        rule = 0;
+      }
       if (ip < RULE_MAX_PC) rule_insert(key, rule ? rule : RULE_NONE);
     }
     out[n++] = ip;
@@ -559,6 +580,29 @@ static TracePair *trace_pair(StackSlot *slot) {
   return pair;
 }
 
+// For a walk that stopped at a PC without a rule at sp: the lowest caller frame of the
+// thread's last walk above sp, if the stack still holds it and every frame after it (the
+// words a walk from there would read, as in the replay). Its index, or -1.
+static int rejoin_point(const Trace *trace, uint64_t sp, uint64_t high) {
+  if (trace->high != high || trace->count <= 1) return -1;
+  // The walk reaches a frame's state only through its return address: a frame whose
+  // return address slot changed (a call from another site in the same function) is not
+  // where this walk will come out.
+  int j = 1;
+  while (j < trace->count && (trace->frames[j].sp <= sp ||
+                              *(const uint64_t *)(uintptr_t)(trace->frames[j].sp - 8) != trace->frames[j].ip))
+    j++;
+  if (j == trace->count) return -1;
+  for (int i = j; i < trace->count - 1; i++) {
+    const TraceFrame *f = &trace->frames[i], *g = f + 1;
+    uint64_t ra = *(const uint64_t *)(uintptr_t)(g->sp - 8);
+    if (ra != g->ip || (f->bpAddr ? *(const uint64_t *)(uintptr_t)f->bpAddr != g->bp : f->bp != g->bp)) return -1;
+  }
+  bool holds = trace->end == TRACE_END_RULE ||
+               (trace->end == TRACE_END_ZERO && *(const uint64_t *)(uintptr_t)trace->endAddr == 0);
+  return holds ? j : -1;
+}
+
 // Fills out[0..] (leaf first) from the interrupted context; -1 means "use libunwind",
 // -2 (only with miss) a PC without a rule, described in *miss.
 static int fast_unwind(const ucontext_t *uc, int32_t tid, uint64_t *out, int max, WalkMiss *miss) {
@@ -585,8 +629,11 @@ static int fast_unwind(const ucontext_t *uc, int32_t tid, uint64_t *out, int max
   if (end > high) end = high;
   for (uint64_t line = sp & ~(uint64_t)63; line < end; line += 64) __builtin_prefetch((const void *)(uintptr_t)line);
   if (!pair) {
-    int n = walk(uc, ip, sp, bp, true, high, 0, out, 0, max, miss, NULL);
-    if (n == -2) miss->low = low;
+    int n = walk(uc, ip, sp, bp, true, high, 0, out, 0, max, miss, NULL, NULL, NULL);
+    if (n == -2) {
+      miss->low = low;
+      miss->rejoin = NULL;
+    }
     return n;
   }
   Replay replay = {.previous = &pair->traces[pair->current], .next = &pair->traces[pair->current ^ 1]};
@@ -602,9 +649,13 @@ static int fast_unwind(const ucontext_t *uc, int32_t tid, uint64_t *out, int max
     uint64_t caller = replay.previous->frames[i].ip;
     if (caller < RULE_MAX_PC) __builtin_prefetch(&g_rules[rule_set(caller << 1) * RULE_WAYS]);
   }
-  int n = walk(uc, ip, sp, bp, true, high, 0, out, 0, max, miss, &replay);
+  int n = walk(uc, ip, sp, bp, true, high, 0, out, 0, max, miss, &replay, NULL, NULL);
   if (n > 0 && replay.next->count > 0) pair->current ^= 1;
-  if (n == -2) miss->low = low;
+  if (n == -2) {
+    miss->low = low;
+    miss->rejoinIndex = rejoin_point(replay.previous, miss->sp, high);
+    miss->rejoin = miss->rejoinIndex > 0 ? replay.previous : NULL;
+  }
   return n;
 }
 
@@ -618,8 +669,18 @@ static int fast_unwind(const ucontext_t *uc, int32_t tid, uint64_t *out, int max
 // learning the missing rules there with libunwind on a synthetic context, and append
 // the finished sample to the arena (so records are not in timestamp order). The buffer
 // is filled once per session; when it is full the handler learns in place as before.
+// Most misses are a new interrupted PC under callers the thread's last walk already
+// holds (median copy of the whole stack: ~27 KB, ~5 µs): then the handler checks those
+// callers as a replay would and copies only up to the lowest of them (usually < 1 KB).
+// The walk on the copy ends where it reaches that frame's exact state, and the frames
+// from there on are the checked ones. If it comes out elsewhere, the stack had changed
+// under the checked words, and the sample keeps only what was found before the miss
+// (counted as a libunwind fallback; in verify mode, libunwind's stack is recorded).
 #define DEFER_BYTES ((uint64_t)16 << 20)
 #define DEFER_MAX_COPY ((uint64_t)64 << 10)
+// Mapped after the buffer and never written: libunwind steps on a partial copy may read
+// past its end (a frame that ends beyond the copy), and must read mapped memory there.
+#define DEFER_SLACK ((uint64_t)1 << 20)
 // x86-64's red zone: below sp, left alone by signal delivery.
 #define RED_ZONE_BYTES 128u
 typedef struct DeferEntry {
@@ -632,11 +693,17 @@ typedef struct DeferEntry {
   uint32_t prefixCount;    // frames before the miss
   uint32_t checkCount;     // verify mode: libunwind's frames
   uint32_t leaf;
-  uint64_t ip, sp, bp, high;  // at the miss; the copy holds [sp - below, high)
+  uint32_t suffixCount;       // frames of the thread's last walk that finish this one
+  uint32_t unused;
+  uint64_t ip, sp, bp, high;  // at the miss
+  uint64_t copyEnd;           // the copy holds [sp - below, copyEnd): high, or the
+                              // rejoin frame's sp when suffixCount > 0
+  uint64_t meetIp, meetSp, meetBp;  // the rejoin frame's state
   uint64_t below;             // red zone bytes copied below sp
   greg_t gregs[NGREG];        // the interrupted registers: libunwind learns from these,
                               // as it would have in the handler
-  // then: prefix[prefixCount], check[checkCount], copy[high - sp]
+  // then: prefix[prefixCount], suffix[suffixCount], check[checkCount],
+  // copy[copyEnd - sp + below]
 } DeferEntry;
 static uint8_t *g_defer;         // mmap'd at the first start, reused by later sessions
 static _Atomic uint64_t g_deferUsed;
@@ -795,10 +862,14 @@ static bool append_record(int32_t tid, uint32_t weight, uint64_t timestampNs, ui
 // deferred (then the caller learns in place).
 static bool defer_sample(const ucontext_t *uc, const WalkMiss *miss, const uint64_t *prefix, const uint64_t *check, int checkCount,
                          int32_t tid, uint32_t weight, uint64_t entryNs) {
-  if (!g_defer || miss->high - miss->sp > DEFER_MAX_COPY) return false;
+  const TraceFrame *meet = miss->rejoin ? &miss->rejoin->frames[miss->rejoinIndex] : NULL;
+  uint32_t suffixCount = meet ? (uint32_t)(miss->rejoin->count - miss->rejoinIndex) : 0;
+  uint64_t copyEnd = meet ? meet->sp : miss->high;
+  if (!g_defer || copyEnd - miss->sp > DEFER_MAX_COPY) return false;
   uint64_t below = miss->sp - miss->low >= RED_ZONE_BYTES ? RED_ZONE_BYTES : 0;
-  uint64_t copyBytes = miss->high - miss->sp + below;
-  uint64_t bytes = sizeof(DeferEntry) + (uint64_t)(miss->n + checkCount) * 8 + ((copyBytes + 7) & ~7ull);
+  uint64_t copyBytes = copyEnd - miss->sp + below;
+  uint64_t bytes =
+      sizeof(DeferEntry) + (uint64_t)(miss->n + suffixCount + checkCount) * 8 + ((copyBytes + 7) & ~7ull);
   if (atomic_load_explicit(&g_deferUsed, memory_order_relaxed) + bytes > DEFER_BYTES) return false;
   uint64_t offset = atomic_fetch_add_explicit(&g_deferUsed, bytes, memory_order_relaxed);
   if (offset + bytes > DEFER_BYTES) {
@@ -822,12 +893,20 @@ static bool defer_sample(const ucontext_t *uc, const WalkMiss *miss, const uint6
   e->sp = miss->sp;
   e->bp = miss->bp;
   e->high = miss->high;
+  e->copyEnd = copyEnd;
+  e->suffixCount = suffixCount;
+  if (meet) {
+    e->meetIp = meet->ip;
+    e->meetSp = meet->sp;
+    e->meetBp = meet->bp;
+  }
   e->below = below;
   memcpy(e->gregs, uc->uc_mcontext.gregs, sizeof(e->gregs));
   uint64_t *tail = (uint64_t *)(e + 1);
   memcpy(tail, prefix, (size_t)miss->n * 8);
-  if (checkCount) memcpy(tail + miss->n, check, (size_t)checkCount * 8);
-  memcpy(tail + miss->n + checkCount, (const void *)(uintptr_t)(miss->sp - below), (size_t)copyBytes);
+  for (uint32_t i = 0; i < suffixCount; i++) tail[miss->n + i] = meet[i].ip;
+  if (checkCount) memcpy(tail + miss->n + suffixCount, check, (size_t)checkCount * 8);
+  memcpy(tail + miss->n + suffixCount + checkCount, (const void *)(uintptr_t)(miss->sp - below), (size_t)copyBytes);
   e->handlerNs = (uint32_t)(now_ns() - entryNs);
   atomic_store_explicit(&e->ready, 1, memory_order_release);
   return true;
@@ -854,7 +933,9 @@ static bool drain_deferred(void) {
       return true;
     }
     const uint64_t *tail = (const uint64_t *)(e + 1);
-    const uint8_t *copy = (const uint8_t *)(tail + e->prefixCount + e->checkCount) + e->below;  // at sp
+    const uint64_t *suffix = tail + e->prefixCount;
+    const uint64_t *check = suffix + e->suffixCount;
+    const uint8_t *copy = (const uint8_t *)(check + e->checkCount) + e->below;  // at sp
     memcpy(frames, tail, (size_t)e->prefixCount * 8);
     memcpy(((ucontext_t *)&synthetic)->uc_mcontext.gregs, e->gregs, sizeof(e->gregs));
     // General registers that pointed into the copied stack point into the copy, so a
@@ -865,11 +946,19 @@ static bool drain_deferred(void) {
     uint64_t copyDelta = (uint64_t)(uintptr_t)copy - e->sp;
     for (size_t r = 0; r < sizeof(general) / sizeof(general[0]); r++) {
       uint64_t value = (uint64_t)((ucontext_t *)&synthetic)->uc_mcontext.gregs[general[r]];
-      if (value >= e->sp - e->below && value < e->high)
+      if (value >= e->sp - e->below && value < e->copyEnd)
         ((ucontext_t *)&synthetic)->uc_mcontext.gregs[general[r]] = (greg_t)(value + copyDelta);
     }
-    int n = walk((const ucontext_t *)&synthetic, e->ip, e->sp, e->bp, e->leaf, e->high,
-                 (int64_t)((uint64_t)(uintptr_t)copy - e->sp), frames, (int)e->prefixCount, maxDepth, NULL, NULL);
+    TraceFrame meet = {.ip = e->meetIp, .sp = e->meetSp, .bp = e->meetBp};
+    bool met = false;
+    int n = walk((const ucontext_t *)&synthetic, e->ip, e->sp, e->bp, e->leaf, e->copyEnd,
+                 (int64_t)((uint64_t)(uintptr_t)copy - e->sp), frames, (int)e->prefixCount, maxDepth, NULL, NULL,
+                 e->suffixCount ? &meet : NULL, &met);
+    if (met) {
+      // The last walk's frames from the rejoin point on, checked on the live stack.
+      for (uint32_t i = 0; i < e->suffixCount && n < maxDepth; i++) frames[n++] = suffix[i];
+    }
+    bool rejoinFailed = n < 0 && e->suffixCount;
     if (n < 0) {
       // Frames the rules cannot describe (libunwind would have been used in the
       // handler): keep what was found before the miss.
@@ -880,8 +969,11 @@ static bool drain_deferred(void) {
       atomic_fetch_add_explicit(&g_fastSamples, 1, memory_order_relaxed);
     }
     if (mode == UNWINDER_VERIFY) {
-      const uint64_t *check = tail + e->prefixCount;
-      if ((uint32_t)n != e->checkCount || memcmp(check, frames, (size_t)n * 8) != 0) {
+      if (rejoinFailed) {
+        // A counted fallback, not a wrong stack: record libunwind's.
+        memcpy(frames, check, (size_t)e->checkCount * 8);
+        n = (int)e->checkCount;
+      } else if ((uint32_t)n != e->checkCount || memcmp(check, frames, (size_t)n * 8) != 0) {
         atomic_fetch_add_explicit(&g_mismatches, 1, memory_order_relaxed);
         memcpy(frames, check, (size_t)e->checkCount * 8);
         n = (int)e->checkCount;
@@ -916,7 +1008,7 @@ static void record_sample(siginfo_t *info, void *context, uint64_t entryNs, int3
       }
       // Not deferred: learn in place, going on from the miss.
       count = walk((const ucontext_t *)context, miss.ip, miss.sp, miss.bp, miss.leaf, miss.high, 0, frames, miss.n,
-                   maxDepth, NULL, NULL);
+                   maxDepth, NULL, NULL, NULL, NULL);
     }
   }
   if (count > 0 && mode == UNWINDER_VERIFY) {
@@ -1307,7 +1399,7 @@ int32_t CPerfSampler_start(const CPerfSampler_Config *config, CPerfSampler_Error
   atomic_store(&g_fastSamples, 0);
 
   if (!g_defer) {
-    void *defer = mmap(NULL, DEFER_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    void *defer = mmap(NULL, DEFER_BYTES + DEFER_SLACK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (defer != MAP_FAILED) g_defer = defer;  // else: learn in the handler
   } else {
     madvise(g_defer, DEFER_BYTES, MADV_DONTNEED);  // back to zero pages
