@@ -229,10 +229,15 @@ typedef struct Trace {
 typedef struct TracePair {
   int32_t current;  // traces[current] holds the last walk
   int32_t unused;
-  uint64_t pad[7];
+  // The thread's fast-path samples, on the line the handler reads anyway: a shared
+  // counter costs a locked add on a line other threads' handlers also write.
+  _Atomic uint64_t fastSamples;
+  uint64_t pad[6];
   Trace traces[2];
 } TracePair;
 #define TRACE_PAIRS 512
+// Lines of a walk fetched ahead: its header and 30 frames.
+#define TRACE_PREFETCH_LINES 16
 
 // Everything the fast path reads besides the stack, in one mapping backed by huge pages
 // where the kernel allows: in a VM each 4 KB page a sample touches for the first time in
@@ -576,6 +581,7 @@ static TracePair *trace_pair(StackSlot *slot) {
   TracePair *pair = &g_tracePairs[claimed];
   pair->current = 0;
   pair->traces[0].count = 0;
+  atomic_store_explicit(&pair->fastSamples, 0, memory_order_relaxed);
   atomic_store_explicit(&slot->tracePair, claimed + 1, memory_order_relaxed);
   return pair;
 }
@@ -605,7 +611,8 @@ static int rejoin_point(const Trace *trace, uint64_t sp, uint64_t high) {
 
 // Fills out[0..] (leaf first) from the interrupted context; -1 means "use libunwind",
 // -2 (only with miss) a PC without a rule, described in *miss.
-static int fast_unwind(const ucontext_t *uc, int32_t tid, uint64_t *out, int max, WalkMiss *miss) {
+static int fast_unwind(const ucontext_t *uc, int32_t tid, uint64_t *out, int max, WalkMiss *miss,
+                       TracePair **owner) {
   uint64_t ip = (uint64_t)uc->uc_mcontext.gregs[REG_RIP];
   uint64_t sp = (uint64_t)uc->uc_mcontext.gregs[REG_RSP];
   uint64_t bp = (uint64_t)uc->uc_mcontext.gregs[REG_RBP];
@@ -636,7 +643,15 @@ static int fast_unwind(const ucontext_t *uc, int32_t tid, uint64_t *out, int max
     }
     return n;
   }
+  *owner = pair;
   Replay replay = {.previous = &pair->traces[pair->current], .next = &pair->traces[pair->current ^ 1]};
+  // Both walks are out of the cache by now: read and write misses issued together
+  // overlap, where the walk's own accesses would meet them one after another (the
+  // stores of a replay fill the store buffer and stall on their lines).
+  for (int line = 0; line < TRACE_PREFETCH_LINES; line++) {
+    __builtin_prefetch((const uint8_t *)replay.previous + 64 * line);
+    __builtin_prefetch((uint8_t *)replay.next + 64 * line, 1);
+  }
   // With a last walk, the words a reuse checks are known: the return address slots it
   // recorded (the frames near sp are walked anyway, and prefetched above).
   for (int32_t i = 1; i < replay.previous->count; i++) {
@@ -780,7 +795,13 @@ static void forget_stack(pid_t tid) {
 
 void CPerfSampler_setUnwinder(int32_t unwinder) { atomic_store(&g_unwinder, unwinder); }
 
-uint64_t CPerfSampler_fastSamples(void) { return g_hot.tables ? atomic_load(&g_fastSamples) : 0; }
+uint64_t CPerfSampler_fastSamples(void) {
+  if (!g_hot.tables) return 0;
+  uint64_t total = atomic_load(&g_fastSamples);
+  int32_t used = atomic_load(&g_tracePairsUsed);
+  for (int32_t i = 0; i < used && i < TRACE_PAIRS; i++) total += atomic_load(&g_tracePairs[i].fastSamples);
+  return total;
+}
 uint64_t CPerfSampler_unwinderMismatches(void) { return atomic_load(&g_mismatches); }
 int32_t CPerfSampler_activeUnwinder(void) { return atomic_load(&g_unwinderActive); }
 
@@ -985,6 +1006,16 @@ static bool drain_deferred(void) {
   return g_deferDone != from;
 }
 
+// Only the owner's handler writes its counter: a plain increment, no locked add.
+static inline void count_fast_sample(TracePair *owner) {
+  if (owner) {
+    uint64_t count = atomic_load_explicit(&owner->fastSamples, memory_order_relaxed);
+    atomic_store_explicit(&owner->fastSamples, count + 1, memory_order_relaxed);
+  } else {
+    atomic_fetch_add_explicit(&g_fastSamples, 1, memory_order_relaxed);
+  }
+}
+
 // Records one sample; runs inside the signal handler, with g_inflight held.
 static void record_sample(siginfo_t *info, void *context, uint64_t entryNs, int32_t tid) {
   atomic_fetch_add_explicit(&g_signals, 1, memory_order_relaxed);
@@ -995,9 +1026,10 @@ static void record_sample(siginfo_t *info, void *context, uint64_t entryNs, int3
   uint64_t frames[maxDepth];
   uint32_t weight = 1u + (uint32_t)(info->si_overrun > 0 ? info->si_overrun : 0);
   int count = -1;
+  TracePair *owner = NULL;
   if (mode != UNWINDER_LIBUNWIND) {
     WalkMiss miss;
-    count = fast_unwind((const ucontext_t *)context, tid, frames, maxDepth, &miss);
+    count = fast_unwind((const ucontext_t *)context, tid, frames, maxDepth, &miss, &owner);
     if (count == -2) {
       if (mode == UNWINDER_VERIFY) {
         uint64_t check[maxDepth];
@@ -1019,9 +1051,9 @@ static void record_sample(siginfo_t *info, void *context, uint64_t entryNs, int3
       memcpy(frames, check, (size_t)checked * 8);  // record what libunwind saw
       count = checked;
     }
-    atomic_fetch_add_explicit(&g_fastSamples, 1, memory_order_relaxed);
+    count_fast_sample(owner);
   } else if (count > 0) {
-    atomic_fetch_add_explicit(&g_fastSamples, 1, memory_order_relaxed);
+    count_fast_sample(owner);
   } else {
     count = libunwind_stack(context, frames, maxDepth);
   }
