@@ -37,12 +37,16 @@ _Static_assert(sizeof(void *) == sizeof(uint64_t), "frames are stored as 64-bit 
 // unw_backtrace, the signal trampoline), so maxDepth interrupted frames still fit.
 #define HANDLER_FRAME_SLACK 32
 
-// Timer signals carry (tid << 32) | COOKIE_MAGIC | generation in sigev_value: the
+// Timer signals carry (tid << 32) | COOKIE_MAGIC | generation | record in sigev_value: the
 // handler tells its own SIGPROFs (current or earlier session) from anyone else's and
 // learns the thread id without a gettid syscall.
+// The record is 1 + the index of the thread's ThreadRecord (0: none), so the handler
+// finds its thread's state without a lookup.
 #define COOKIE_MAGIC 0x5A000000u
 #define COOKIE_MAGIC_MASK 0xFF000000u
-#define COOKIE_GENERATION_MASK 0x00FFFFFFu
+#define COOKIE_GENERATION_SHIFT 10
+#define COOKIE_GENERATION_MASK 0x00FFFC00u
+#define COOKIE_RECORD_MASK 0x000003FFu
 
 #define DISCOVERY_INTERVAL_NS 2000000L
 // A new thread runs unsampled until discovery sees it: a short cap keeps Dispatch's
@@ -99,6 +103,7 @@ typedef struct ThreadEntry {
   char firstName[16];
   char latestName[16];
   bool nameRefreshed;
+  int32_t record;  // index into the ThreadRecords while armed, -1: none
 } ThreadEntry;
 
 static ThreadEntry *g_threads;
@@ -178,17 +183,6 @@ enum { UNWINDER_AUTO = 0, UNWINDER_LIBUNWIND = 1, UNWINDER_VERIFY = 2 };
 static _Atomic int32_t g_unwinder = -1;  // -1: not set, read PERFHARNESS_UNWINDER at start
 static _Atomic uint64_t g_mismatches;
 
-#define STACK_SLOTS 4096
-#define STACK_PROBES 16
-typedef struct StackSlot {
-  _Atomic int32_t tid;
-  _Atomic int32_t tracePair;  // 1 + index into g_tracePairs, 0: none yet
-  _Atomic uint64_t lastRsp;  // set by the handler while the bounds are unknown or stale
-  _Atomic uint64_t low;      // [low, high): the stack mapping, published by discovery
-  _Atomic uint64_t high;     // 0 = unknown (written last, read first)
-} StackSlot;
-#define g_stacks (g_hot.tables->stacks)
-
 enum { RULE_FP = 1, RULE_SP = 2, RULE_END = 3 };
 // A PC whose frame libunwind steps but no rule shape fits: such samples use libunwind
 // straight away instead of learning (or deferring) again.
@@ -224,18 +218,27 @@ typedef struct Trace {
   uint64_t endAddr;  // TRACE_END_ZERO: the stack word that read 0
   TraceFrame frames[TRACE_FRAMES];
 } Trace;
-// Only the owning thread's handler touches its pair (a handler is never nested on one
-// thread: SIGPROF is blocked while it runs).
-typedef struct TracePair {
-  int32_t current;  // traces[current] holds the last walk
-  int32_t unused;
+// One per sampled thread, assigned by discovery when it arms the thread's timer and
+// named in the timer's signals (COOKIE_RECORD_MASK). Besides the stack bounds, only the
+// owning thread's handler touches it (a handler is never nested on one thread: SIGPROF
+// is blocked while it runs).
+typedef struct ThreadRecord {
+  _Atomic int32_t tid;       // 0: free
+  int32_t current;           // traces[current] holds the last walk
+  _Atomic uint64_t lastRsp;  // set by the handler while the bounds are unknown or stale
+  _Atomic uint64_t low;      // [low, high): the stack mapping, published by discovery
+  _Atomic uint64_t high;     // 0 = unknown (written last, read first)
   // The thread's fast-path samples, on the line the handler reads anyway: a shared
-  // counter costs a locked add on a line other threads' handlers also write.
+  // counter costs a locked add on a line other threads' handlers also write. Kept when
+  // the record passes to another thread (summed at the end).
   _Atomic uint64_t fastSamples;
-  uint64_t pad[6];
+  uint64_t pad[3];
   Trace traces[2];
-} TracePair;
-#define TRACE_PAIRS 512
+} ThreadRecord;
+_Static_assert(offsetof(ThreadRecord, traces) == 64, "record header is one line");
+// Threads alive at once that get the fast path (the others use libunwind).
+#define THREAD_RECORDS 512
+_Static_assert(THREAD_RECORDS < COOKIE_RECORD_MASK, "record index fits the cookie");
 // Lines of a walk fetched ahead: its header and 30 frames.
 #define TRACE_PREFETCH_LINES 16
 
@@ -244,10 +247,9 @@ typedef struct TracePair {
 // a while is a TLB miss with a two-level page walk, which costs more than the cache miss.
 typedef struct Tables {
   _Atomic uint64_t rules[RULE_SETS * RULE_WAYS];
-  StackSlot stacks[STACK_SLOTS];
   _Atomic uint64_t fastSamples;
   uint64_t pad[7];
-  TracePair pairs[TRACE_PAIRS];
+  ThreadRecord records[THREAD_RECORDS];
 } Tables;
 static inline uint32_t rule_set(uint64_t key) {
   uint64_t tag = key >> RULE_SET_BITS;
@@ -356,21 +358,6 @@ static bool libunwind_step(const ucontext_t *uc, uint64_t ip, uint64_t sp, uint6
 // reads /proc/self/maps only then.
 static _Atomic int32_t g_boundsWanted;
 
-static StackSlot *stack_slot(int32_t tid) {
-  uint32_t h = (uint32_t)tid * 2654435761u;
-  for (int p = 0; p < STACK_PROBES; p++) {
-    StackSlot *slot = &g_stacks[(h + (uint32_t)p) & (STACK_SLOTS - 1)];
-    int32_t t = atomic_load_explicit(&slot->tid, memory_order_acquire);
-    if (t == tid) return slot;
-    if (t == 0) {
-      int32_t expected = 0;
-      if (atomic_compare_exchange_strong(&slot->tid, &expected, tid) || expected == tid) return slot;
-    }
-  }
-  return NULL;
-}
-
-#define STACK_PREFETCH_BYTES 4096
 #define STACK_PREFETCH_NEAR_BYTES 1024
 
 // Where a walk stopped at a PC without a rule (the handler defers such samples).
@@ -396,9 +383,12 @@ typedef struct WalkMiss {
 // and saved bp values at the same places: those are exactly the words the walk would
 // read from there on, and rules are a function of the state, so the reused frames are
 // the ones the walk would find. The checks are independent loads, which overlap.
-static _Atomic int32_t g_tracePairsUsed;
-
-#define g_tracePairs (g_hot.tables->pairs)
+#define g_records (g_hot.tables->records)
+// Records handed out (discovery and start only): [0, g_recordsUsed) have been used this
+// session; g_freeRecords holds those whose thread has gone.
+static _Atomic int32_t g_recordsUsed;
+static int32_t g_freeRecords[THREAD_RECORDS];
+static int32_t g_freeRecordCount;
 #define HUGE_PAGE_BYTES ((size_t)2 << 20)
 static size_t g_tablesPopulated;  // bytes of Tables faulted in (start/discovery only)
 
@@ -567,25 +557,6 @@ static int walk(const ucontext_t *uc, uint64_t ip, uint64_t sp, uint64_t bp, boo
   return n;
 }
 
-// The calling thread's pair of walks, claimed on its first sample with known bounds;
-// NULL when every pair is taken (then walks are not reused).
-static TracePair *trace_pair(StackSlot *slot) {
-  int32_t index = atomic_load_explicit(&slot->tracePair, memory_order_relaxed);
-  if (index > 0) return &g_tracePairs[index - 1];
-  if (index < 0) return NULL;
-  int32_t claimed = atomic_fetch_add_explicit(&g_tracePairsUsed, 1, memory_order_relaxed);
-  if (claimed >= TRACE_PAIRS) {
-    atomic_store_explicit(&slot->tracePair, -1, memory_order_relaxed);
-    return NULL;
-  }
-  TracePair *pair = &g_tracePairs[claimed];
-  pair->current = 0;
-  pair->traces[0].count = 0;
-  atomic_store_explicit(&pair->fastSamples, 0, memory_order_relaxed);
-  atomic_store_explicit(&slot->tracePair, claimed + 1, memory_order_relaxed);
-  return pair;
-}
-
 // For a walk that stopped at a PC without a rule at sp: the lowest caller frame of the
 // thread's last walk above sp, if the stack still holds it and every frame after it (the
 // words a walk from there would read, as in the replay). Its index, or -1.
@@ -611,47 +582,27 @@ static int rejoin_point(const Trace *trace, uint64_t sp, uint64_t high) {
 
 // Fills out[0..] (leaf first) from the interrupted context; -1 means "use libunwind",
 // -2 (only with miss) a PC without a rule, described in *miss.
-static int fast_unwind(const ucontext_t *uc, int32_t tid, uint64_t *out, int max, WalkMiss *miss,
-                       TracePair **owner) {
+static int fast_unwind(const ucontext_t *uc, ThreadRecord *record, uint64_t *out, int max, WalkMiss *miss) {
   uint64_t ip = (uint64_t)uc->uc_mcontext.gregs[REG_RIP];
   uint64_t sp = (uint64_t)uc->uc_mcontext.gregs[REG_RSP];
   uint64_t bp = (uint64_t)uc->uc_mcontext.gregs[REG_RBP];
   // The rule lookups below are misses that depend on each other: start the first ones
-  // now, so they overlap with the stack slot lookup.
+  // now, so they overlap with the record's.
   if (ip < RULE_MAX_PC) __builtin_prefetch(&g_rules[rule_set((ip << 1) | 1) * RULE_WAYS]);
-  StackSlot *slot = stack_slot(tid);
-  if (!slot) return -1;
-  uint64_t high = atomic_load_explicit(&slot->high, memory_order_acquire);
-  uint64_t low = atomic_load_explicit(&slot->low, memory_order_relaxed);
+  uint64_t high = atomic_load_explicit(&record->high, memory_order_acquire);
+  uint64_t low = atomic_load_explicit(&record->low, memory_order_relaxed);
   if (high == 0 || sp < low || sp >= high) {
-    atomic_store_explicit(&slot->lastRsp, sp, memory_order_relaxed);
+    atomic_store_explicit(&record->lastRsp, sp, memory_order_relaxed);
     atomic_store_explicit(&g_boundsWanted, 1, memory_order_relaxed);
     return -1;
   }
   // The walk is a chain of dependent loads (rule -> CFA -> return address -> next
   // rule), each usually a cache miss after 4 ms of the profiled code: prefetch the
   // stack lines the walk is likely to read so those misses overlap instead.
-  TracePair *pair = trace_pair(slot);
-  uint64_t end = sp + (pair ? STACK_PREFETCH_NEAR_BYTES : STACK_PREFETCH_BYTES);
+  uint64_t end = sp + STACK_PREFETCH_NEAR_BYTES;
   if (end > high) end = high;
   for (uint64_t line = sp & ~(uint64_t)63; line < end; line += 64) __builtin_prefetch((const void *)(uintptr_t)line);
-  if (!pair) {
-    int n = walk(uc, ip, sp, bp, true, high, 0, out, 0, max, miss, NULL, NULL, NULL);
-    if (n == -2) {
-      miss->low = low;
-      miss->rejoin = NULL;
-    }
-    return n;
-  }
-  *owner = pair;
-  Replay replay = {.previous = &pair->traces[pair->current], .next = &pair->traces[pair->current ^ 1]};
-  // Both walks are out of the cache by now: read and write misses issued together
-  // overlap, where the walk's own accesses would meet them one after another (the
-  // stores of a replay fill the store buffer and stall on their lines).
-  for (int line = 0; line < TRACE_PREFETCH_LINES; line++) {
-    __builtin_prefetch((const uint8_t *)replay.previous + 64 * line);
-    __builtin_prefetch((uint8_t *)replay.next + 64 * line, 1);
-  }
+  Replay replay = {.previous = &record->traces[record->current], .next = &record->traces[record->current ^ 1]};
   // With a last walk, the words a reuse checks are known: the return address slots it
   // recorded (the frames near sp are walked anyway, and prefetched above).
   for (int32_t i = 1; i < replay.previous->count; i++) {
@@ -665,7 +616,7 @@ static int fast_unwind(const ucontext_t *uc, int32_t tid, uint64_t *out, int max
     if (caller < RULE_MAX_PC) __builtin_prefetch(&g_rules[rule_set(caller << 1) * RULE_WAYS]);
   }
   int n = walk(uc, ip, sp, bp, true, high, 0, out, 0, max, miss, &replay, NULL, NULL);
-  if (n > 0 && replay.next->count > 0) pair->current ^= 1;
+  if (n > 0 && replay.next->count > 0) record->current ^= 1;
   if (n == -2) {
     miss->low = low;
     miss->rejoinIndex = rejoin_point(replay.previous, miss->sp, high);
@@ -727,8 +678,9 @@ static uint64_t g_deferDone;     // consumer position (discovery thread, then st
 static void resolve_stacks(void) {
   if (!atomic_exchange(&g_boundsWanted, 0)) return;
   bool needed = false;
-  for (int i = 0; i < STACK_SLOTS && !needed; i++) {
-    StackSlot *slot = &g_stacks[i];
+  int32_t used = atomic_load(&g_recordsUsed);
+  for (int i = 0; i < used && !needed; i++) {
+    ThreadRecord *slot = &g_records[i];
     if (!atomic_load(&slot->tid)) continue;
     uint64_t r = atomic_load(&slot->lastRsp);
     uint64_t hi = atomic_load(&slot->high), lo = atomic_load(&slot->low);
@@ -754,8 +706,8 @@ static void resolve_stacks(void) {
   close(fd);
   if (!buf) return;
   buf[len] = 0;
-  for (int i = 0; i < STACK_SLOTS; i++) {
-    StackSlot *slot = &g_stacks[i];
+  for (int i = 0; i < used; i++) {
+    ThreadRecord *slot = &g_records[i];
     if (!atomic_load(&slot->tid)) continue;
     uint64_t r = atomic_load(&slot->lastRsp);
     uint64_t hi = atomic_load(&slot->high), lo = atomic_load(&slot->low);
@@ -778,19 +730,37 @@ static void resolve_stacks(void) {
   free(buf);
 }
 
-static void forget_stack(pid_t tid) {
-  uint32_t h = (uint32_t)tid * 2654435761u;
-  for (int p = 0; p < STACK_PROBES; p++) {
-    StackSlot *slot = &g_stacks[(h + (uint32_t)p) & (STACK_SLOTS - 1)];
-    int32_t t = atomic_load(&slot->tid);
-    if (t == tid) {
-      // The slot stays claimed (probe chains must not break); a reused tid re-resolves.
-      atomic_store(&slot->high, 0);
-      atomic_store(&slot->lastRsp, 0);
-      return;
-    }
-    if (t == 0) return;
+static void populate_tables(size_t bytes);
+
+// Discovery (or start): a record for a thread about to be armed; -1 if none is free.
+// A reused record's last thread is gone, so no handler of it is running.
+static int32_t claim_record(pid_t tid) {
+  int32_t index;
+  if (g_freeRecordCount > 0) {
+    index = g_freeRecords[--g_freeRecordCount];
+  } else {
+    index = atomic_load(&g_recordsUsed);
+    if (index >= THREAD_RECORDS) return -1;
+    // Faulted in before any handler can use it (a page fault in the handler costs ~1 µs).
+    populate_tables(offsetof(Tables, records) + (size_t)(index + 16) * sizeof(ThreadRecord));
+    atomic_store(&g_records[index].fastSamples, 0);
+    atomic_store(&g_recordsUsed, index + 1);
   }
+  ThreadRecord *record = &g_records[index];
+  record->current = 0;
+  record->traces[0].count = 0;
+  record->traces[1].count = 0;
+  atomic_store(&record->lastRsp, 0);
+  atomic_store(&record->high, 0);
+  atomic_store(&record->low, 0);
+  atomic_store(&record->tid, tid);
+  return index;
+}
+
+static void release_record(int32_t index) {
+  if (index < 0) return;
+  atomic_store(&g_records[index].tid, 0);
+  g_freeRecords[g_freeRecordCount++] = index;
 }
 
 void CPerfSampler_setUnwinder(int32_t unwinder) { atomic_store(&g_unwinder, unwinder); }
@@ -798,8 +768,8 @@ void CPerfSampler_setUnwinder(int32_t unwinder) { atomic_store(&g_unwinder, unwi
 uint64_t CPerfSampler_fastSamples(void) {
   if (!g_hot.tables) return 0;
   uint64_t total = atomic_load(&g_fastSamples);
-  int32_t used = atomic_load(&g_tracePairsUsed);
-  for (int32_t i = 0; i < used && i < TRACE_PAIRS; i++) total += atomic_load(&g_tracePairs[i].fastSamples);
+  int32_t used = atomic_load(&g_recordsUsed);
+  for (int32_t i = 0; i < used; i++) total += atomic_load(&g_records[i].fastSamples);
   return total;
 }
 uint64_t CPerfSampler_unwinderMismatches(void) { return atomic_load(&g_mismatches); }
@@ -1007,7 +977,7 @@ static bool drain_deferred(void) {
 }
 
 // Only the owner's handler writes its counter: a plain increment, no locked add.
-static inline void count_fast_sample(TracePair *owner) {
+static inline void count_fast_sample(ThreadRecord *owner) {
   if (owner) {
     uint64_t count = atomic_load_explicit(&owner->fastSamples, memory_order_relaxed);
     atomic_store_explicit(&owner->fastSamples, count + 1, memory_order_relaxed);
@@ -1017,7 +987,7 @@ static inline void count_fast_sample(TracePair *owner) {
 }
 
 // Records one sample; runs inside the signal handler, with g_inflight held.
-static void record_sample(siginfo_t *info, void *context, uint64_t entryNs, int32_t tid) {
+static void record_sample(siginfo_t *info, void *context, uint64_t entryNs, int32_t tid, ThreadRecord *record) {
   atomic_fetch_add_explicit(&g_signals, 1, memory_order_relaxed);
 
   int maxDepth = atomic_load_explicit(&g_maxDepth, memory_order_relaxed);
@@ -1026,10 +996,10 @@ static void record_sample(siginfo_t *info, void *context, uint64_t entryNs, int3
   uint64_t frames[maxDepth];
   uint32_t weight = 1u + (uint32_t)(info->si_overrun > 0 ? info->si_overrun : 0);
   int count = -1;
-  TracePair *owner = NULL;
-  if (mode != UNWINDER_LIBUNWIND) {
+  ThreadRecord *owner = record && atomic_load_explicit(&record->tid, memory_order_relaxed) == tid ? record : NULL;
+  if (mode != UNWINDER_LIBUNWIND && owner) {
     WalkMiss miss;
-    count = fast_unwind((const ucontext_t *)context, tid, frames, maxDepth, &miss, &owner);
+    count = fast_unwind((const ucontext_t *)context, owner, frames, maxDepth, &miss);
     if (count == -2) {
       if (mode == UNWINDER_VERIFY) {
         uint64_t check[maxDepth];
@@ -1072,6 +1042,20 @@ static void sigprof_handler(int sig, siginfo_t *info, void *context) {
     return;
   }
 
+  // The thread's record and both its walks: the misses on them overlap with the shared
+  // line's below. The tables outlive every session, and only our timers send this cookie.
+  ThreadRecord *record = NULL;
+  uint32_t recordIndex = cookie & COOKIE_RECORD_MASK;
+  if (recordIndex && recordIndex <= THREAD_RECORDS && g_hot.tables) {
+    record = &g_records[recordIndex - 1];
+    for (int line = 0; line < 1 + 2 * TRACE_PREFETCH_LINES; line++) {
+      const uint8_t *at = line == 0 ? (const uint8_t *)record
+                          : line <= TRACE_PREFETCH_LINES
+                              ? (const uint8_t *)&record->traces[0] + 64 * (line - 1)
+                              : (const uint8_t *)&record->traces[1] + 64 * (line - 1 - TRACE_PREFETCH_LINES);
+      __builtin_prefetch(at, 1);
+    }
+  }
   // In-flight count first, then the enabled check (both seq_cst): stop() clears
   // g_enabled and then waits for g_inflight == 0, so no handler touches the arena
   // after stop() returns.
@@ -1080,8 +1064,9 @@ static void sigprof_handler(int sig, siginfo_t *info, void *context) {
   // (deleted) timer.
   if (atomic_load(&g_enabled) &&
       (cookie & COOKIE_GENERATION_MASK) ==
-          (atomic_load_explicit(&g_generation, memory_order_relaxed) & COOKIE_GENERATION_MASK)) {
-    record_sample(info, context, entryNs, (int32_t)(value >> 32));
+          ((atomic_load_explicit(&g_generation, memory_order_relaxed) << COOKIE_GENERATION_SHIFT) &
+           COOKIE_GENERATION_MASK)) {
+    record_sample(info, context, entryNs, (int32_t)(value >> 32), record);
   }
   atomic_fetch_sub(&g_inflight, 1);
   errno = savedErrno;
@@ -1121,8 +1106,10 @@ static void arm(ThreadEntry *entry) {
   event.sigev_notify = SIGEV_THREAD_ID;
   event.sigev_signo = SIGPROF;
   event._sigev_un._tid = entry->tid;
+  entry->record = atomic_load(&g_unwinderActive) == UNWINDER_LIBUNWIND ? -1 : claim_record(entry->tid);
   uint64_t cookie = ((uint64_t)(uint32_t)entry->tid << 32) | COOKIE_MAGIC |
-                    (atomic_load(&g_generation) & COOKIE_GENERATION_MASK);
+                    ((atomic_load(&g_generation) << COOKIE_GENERATION_SHIFT) & COOKIE_GENERATION_MASK) |
+                    (uint32_t)(entry->record + 1);
   event.sigev_value.sival_ptr = (void *)(uintptr_t)cookie;
   clockid_t clock = g_config.clock == CPerfSampler_ClockWall ? CLOCK_MONOTONIC : THREAD_CPUCLOCK(entry->tid);
 
@@ -1137,6 +1124,8 @@ static void arm(ThreadEntry *entry) {
       entry->timerErrno = err;
       atomic_fetch_add(&g_timerFailures, 1);
     }
+    release_record(entry->record);
+    entry->record = -1;
     return;
   }
   long period = 1000000000L / g_config.rateHz;
@@ -1149,6 +1138,8 @@ static void arm(ThreadEntry *entry) {
     entry->timerErrno = errno;
     atomic_fetch_add(&g_timerFailures, 1);
     timer_delete(timer);
+    release_record(entry->record);
+    entry->record = -1;
     return;
   }
   entry->timer = timer;
@@ -1212,7 +1203,8 @@ static bool scan(pid_t exclude) {
     if (!entry->exited && entry->mark != g_scanMark) {
       entry->exited = true;
       disarm(entry);
-      forget_stack(entry->tid);
+      release_record(entry->record);
+      entry->record = -1;
       changed = true;
     }
   }
@@ -1240,13 +1232,6 @@ static void populate_tables(size_t bytes) {
   if (to > sizeof(Tables)) to = (sizeof(Tables) + 4095) & ~(size_t)4095;
   if (madvise((uint8_t *)g_hot.tables + g_tablesPopulated, to - g_tablesPopulated, MADV_POPULATE_WRITE) == 0)
     g_tablesPopulated = to;
-}
-
-// Trace pairs of threads that appear later: a few ahead of those claimed.
-static void populate_pairs(void) {
-  int32_t used = atomic_load_explicit(&g_tracePairsUsed, memory_order_relaxed) + 16;
-  if (used > TRACE_PAIRS) used = TRACE_PAIRS;
-  populate_tables(offsetof(Tables, pairs) + (size_t)used * sizeof(TracePair));
 }
 
 // The same for the defer buffer (samples copied there are ~10-20 KB each).
@@ -1295,7 +1280,6 @@ static void *discovery_main(void *unused) {
                  : intervalNs * 2 > DISCOVERY_MAX_INTERVAL_NS ? DISCOVERY_MAX_INTERVAL_NS
                                                               : intervalNs * 2;
     prefault_arena();
-    populate_pairs();
     if (atomic_load_explicit(&g_unwinderActive, memory_order_relaxed) != UNWINDER_LIBUNWIND) resolve_stacks();
   }
   return NULL;
@@ -1426,7 +1410,6 @@ int32_t CPerfSampler_start(const CPerfSampler_Config *config, CPerfSampler_Error
   atomic_store(&g_mismatches, 0);
   // No handler records now (g_enabled is 0): the tables can be reset without races. The
   // rules are dropped too, in case a library was unloaded since the last session.
-  memset((void *)g_stacks, 0, sizeof(g_stacks));
   memset((void *)g_rules, 0, sizeof(g_rules));
   atomic_store(&g_fastSamples, 0);
 
@@ -1438,7 +1421,8 @@ int32_t CPerfSampler_start(const CPerfSampler_Config *config, CPerfSampler_Error
   }
   atomic_store(&g_deferUsed, 0);
   g_deferDone = 0;
-  atomic_store(&g_tracePairsUsed, 0);
+  atomic_store(&g_recordsUsed, 0);
+  g_freeRecordCount = 0;
   g_deferPrefaulted = 0;
   g_prefaulted = 0;
   g_prefaultWorks = true;
