@@ -594,9 +594,6 @@ static int fast_unwind(const ucontext_t *uc, ThreadRecord *record, uint64_t *out
   uint64_t ip = (uint64_t)uc->uc_mcontext.gregs[REG_RIP];
   uint64_t sp = (uint64_t)uc->uc_mcontext.gregs[REG_RSP];
   uint64_t bp = (uint64_t)uc->uc_mcontext.gregs[REG_RBP];
-  // The rule lookups below are misses that depend on each other: start the first ones
-  // now, so they overlap with the record's.
-  if (ip < RULE_MAX_PC) __builtin_prefetch(&g_rules[rule_set((ip << 1) | 1) * RULE_WAYS]);
   uint64_t high = atomic_load_explicit(&record->high, memory_order_acquire);
   uint64_t low = atomic_load_explicit(&record->low, memory_order_relaxed);
   if (high == 0 || sp < low || sp >= high) {
@@ -1055,6 +1052,9 @@ static void sigprof_handler(int sig, siginfo_t *info, void *context) {
   ThreadRecord *record = NULL;
   uint32_t recordIndex = cookie & COOKIE_RECORD_MASK;
   if (recordIndex && recordIndex <= THREAD_RECORDS) {
+    // The walk starts with the interrupted PC's rule: a miss everything else waits for.
+    uint64_t pc = (uint64_t)((const ucontext_t *)context)->uc_mcontext.gregs[REG_RIP];
+    if (pc < RULE_MAX_PC) __builtin_prefetch(&g_rules[rule_set((pc << 1) | 1) * RULE_WAYS]);
     record = &g_records[recordIndex - 1];
     for (int line = 0; line < 1 + 2 * TRACE_PREFETCH_LINES; line++) {
       const uint8_t *at = line == 0 ? (const uint8_t *)record
