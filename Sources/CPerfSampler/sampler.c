@@ -679,6 +679,7 @@ typedef struct DeferEntry {
 static uint8_t *g_defer;         // mmap'd at the first start, reused by later sessions
 static _Atomic uint64_t g_deferUsed;
 static uint64_t g_deferDone;     // consumer position (discovery thread, then stop)
+static _Atomic uint64_t g_rejoined;  // deferred samples finished from the last walk
 // Discovery thread: finds the stack mapping of every thread whose handler asked for it.
 static void resolve_stacks(void) {
   if (!atomic_exchange(&g_boundsWanted, 0)) return;
@@ -778,6 +779,7 @@ uint64_t CPerfSampler_fastSamples(void) {
   return total;
 }
 uint64_t CPerfSampler_unwinderMismatches(void) { return atomic_load(&g_mismatches); }
+uint64_t CPerfSampler_rejoinedSamples(void) { return atomic_load(&g_rejoined); }
 int32_t CPerfSampler_activeUnwinder(void) { return atomic_load(&g_unwinderActive); }
 
 // MARK: - Signal handler
@@ -951,6 +953,7 @@ static bool drain_deferred(void) {
                  (int64_t)((uint64_t)(uintptr_t)copy - e->sp), frames, (int)e->prefixCount, maxDepth, NULL, NULL,
                  e->suffixCount ? &meet : NULL, &met);
     if (met) {
+      atomic_fetch_add_explicit(&g_rejoined, 1, memory_order_relaxed);
       // The last walk's frames from the rejoin point on, checked on the live stack.
       for (uint32_t i = 0; i < e->suffixCount && n < maxDepth; i++) frames[n++] = suffix[i];
     }
@@ -1406,6 +1409,7 @@ int32_t CPerfSampler_start(const CPerfSampler_Config *config, CPerfSampler_Error
   if (unwinder < UNWINDER_AUTO || unwinder > UNWINDER_VERIFY) unwinder = UNWINDER_AUTO;
   atomic_store(&g_unwinderActive, unwinder);
   atomic_store(&g_mismatches, 0);
+  atomic_store(&g_rejoined, 0);
   // No handler records now (g_enabled is 0): the tables can be reset without races. The
   // rules are dropped too, in case a library was unloaded since the last session.
   memset((void *)g_rules, 0, sizeof(g_rules));
