@@ -641,8 +641,9 @@ static int fast_unwind(const ucontext_t *uc, ThreadRecord *record, uint64_t *out
 // the finished sample to the arena (so records are not in timestamp order). The buffer
 // is filled once per session; when it is full the handler learns in place as before.
 // Most misses are a new interrupted PC under callers the thread's last walk already
-// holds (copying the whole stack took ~27 KB and ~7 µs per sample, median): then the handler checks those
-// callers as a replay would and copies only up to the lowest of them (usually < 1 KB).
+// holds (copying the whole stack took ~27 KB and ~7 µs per sample, median): then the
+// handler checks those callers as a replay would and copies only up to the lowest of
+// them (usually < 1 KB).
 // The walk on the copy ends where it reaches that frame's exact state, and the frames
 // from there on are the checked ones. If it comes out elsewhere, the stack had changed
 // under the checked words, and the sample keeps only what was found before the miss
