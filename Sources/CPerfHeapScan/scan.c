@@ -463,26 +463,24 @@ static inline void scan_root_range(Scanner *sc, uint64_t start, uint64_t end, ui
   start = (start + 7) & ~7ull;
   end &= ~7ull;
   for (uint64_t a = start; a < end; a += 8) {
-    uint64_t raw = *(const volatile uint64_t *)a;
-    uint64_t v = raw & POINTER_MASK;
+    uint64_t v = *(const volatile uint64_t *)a & POINTER_MASK;
     if (v - ix->minStart >= ix->maxEnd - ix->minStart) continue;
     int64_t b = index_find(ix, v);
     if (b >= 0) {
-      if (mark == CPerfHeapScan_MarkGlobalRoot && stale_root_word(sc, a, raw, b)) continue;
       if (sc->rootSources && !sc->rootSources[b]) sc->rootSources[b] = a;
       sc->marks[b] |= mark;
     }
   }
 }
 
-static void scan_words(Scanner *sc, const uint64_t *words, uint64_t n, uint8_t mark) {
+static void scan_words(Scanner *sc, const uint64_t *words, uint64_t n, uint8_t mark, int checkSnapshot) {
   const Index *ix = sc->ix;
   for (uint64_t i = 0; i < n; i++) {
     uint64_t v = words[i] & POINTER_MASK;
     if (v - ix->minStart >= ix->maxEnd - ix->minStart) continue;
     int64_t b = index_find(ix, v);
     if (b >= 0) {
-      if (mark == CPerfHeapScan_MarkHeldByHolder && stale_root_word(sc, (uint64_t)&words[i], words[i], b)) continue;
+      if (checkSnapshot && stale_root_word(sc, (uint64_t)&words[i], words[i], b)) continue;
       if (sc->rootSources && !sc->rootSources[b]) sc->rootSources[b] = (uint64_t)&words[i];
       sc->marks[b] |= mark;
     }
@@ -520,11 +518,16 @@ static void scan_blocks(Scanner *sc) {
       n = array_live_words(words, n);
     if (blk->flags & CPerfHeapScan_BlockHolder) {
       // Word 1 of an object is its refcount: never a pointer worth following here.
+      // Only a Swift object's words are checked against the snapshot: its references are
+      // counted, so a word naming freed memory is never a reference that will be rewritten
+      // with the same address, only bytes that were copied in (padding, unused payload). A C
+      // structure may keep a dangling pointer and later store a new block that got the
+      // same address into it.
       if (swift && n >= 2) {
-        scan_words(sc, words, 1, CPerfHeapScan_MarkHeldByHolder);
-        scan_words(sc, words + 2, n - 2, CPerfHeapScan_MarkHeldByHolder);
+        scan_words(sc, words, 1, CPerfHeapScan_MarkHeldByHolder, 1);
+        scan_words(sc, words + 2, n - 2, CPerfHeapScan_MarkHeldByHolder, 1);
       } else {
-        scan_words(sc, words, n, CPerfHeapScan_MarkHeldByHolder);
+        scan_words(sc, words, n, CPerfHeapScan_MarkHeldByHolder, 0);
       }
       continue;
     }
@@ -710,7 +713,7 @@ static int32_t scan_impl(const CPerfHeapScan_Block *blocks, uint64_t count, cons
         if (skipStack) {
           if (state == 1) result->threadCount++;
         } else if (state == 1) {
-          scan_words(&sc, s->regs, NGREG, CPerfHeapScan_MarkStackRoot);
+          scan_words(&sc, s->regs, NGREG, CPerfHeapScan_MarkStackRoot, 0);
           sp = s->rsp - 128;  // red zone
           result->threadCount++;
         } else {
@@ -858,7 +861,6 @@ int32_t CPerfHeapScan_takeSnapshot(uint64_t (*liveBlocks)(uint64_t *pairs, uint6
   uint64_t blockBytes = round_page((n ? n : 1) * sizeof(CPerfHeapScan_Block));
   CPerfHeapScan_Block *blocks = map_bytes(blockBytes);
   Vec ranges = {.elementSize = sizeof(CPerfHeapScan_SnapshotRange)};
-  Vec segments = {.elementSize = sizeof(Range)};
   Index ix = {0};
   int32_t status = 0;
   if (!blocks) {
@@ -879,7 +881,7 @@ int32_t CPerfHeapScan_takeSnapshot(uint64_t (*liveBlocks)(uint64_t *pairs, uint6
     status = errno ? errno : ENOMEM;
     goto done;
   }
-  // What is snapshotted: every live block, and the writable segments of the images.
+  // What is snapshotted: every live block.
   uint64_t totalWords = 0;
   for (uint64_t i = 0; i < kept; i++) {
     CPerfHeapScan_SnapshotRange r = {blocks[i].start, blocks[i].start + (blocks[i].size & ~7u), totalWords};
@@ -890,28 +892,7 @@ int32_t CPerfHeapScan_takeSnapshot(uint64_t (*liveBlocks)(uint64_t *pairs, uint6
     }
     totalWords += (r.end - r.start) / 8;
   }
-  dl_iterate_phdr(collect_segment, &segments);
-  Range *seg = segments.data;
-  for (uint64_t i = 0; i < segments.count; i++) {
-    CPerfHeapScan_SnapshotRange r = {(seg[i].start + 7) & ~7ull, seg[i].end & ~7ull, totalWords};
-    if (r.end <= r.start) continue;
-    if (vec_push(&ranges, &r) != 0) {
-      status = ENOMEM;
-      goto done;
-    }
-    totalWords += (r.end - r.start) / 8;
-  }
-  // Image segments lie outside the heap: keep the ranges sorted for the lookup.
-  CPerfHeapScan_SnapshotRange *rs = ranges.data;
-  for (uint64_t i = 1; i < ranges.count; i++) {
-    CPerfHeapScan_SnapshotRange key = rs[i];
-    uint64_t j = i;
-    while (j > 0 && rs[j - 1].start > key.start) {
-      rs[j] = rs[j - 1];
-      j--;
-    }
-    rs[j] = key;
-  }
+  CPerfHeapScan_SnapshotRange *rs = ranges.data;  // sorted: the blocks are
   uint64_t wordBytes = round_page((totalWords ? totalWords : 1) * 8);
   uint64_t *words = map_bytes(wordBytes);
   if (!words) {
@@ -944,7 +925,6 @@ int32_t CPerfHeapScan_takeSnapshot(uint64_t (*liveBlocks)(uint64_t *pairs, uint6
 done:
   index_free(&ix);
   vec_free(&ranges);
-  vec_free(&segments);
   if (blocks) munmap(blocks, blockBytes);
   munmap(pairs, pairBytes);
   return status;

@@ -37,12 +37,16 @@ _Static_assert(sizeof(void *) == sizeof(uint64_t), "frames are stored as 64-bit 
 // unw_backtrace, the signal trampoline), so maxDepth interrupted frames still fit.
 #define HANDLER_FRAME_SLACK 32
 
-// Timer signals carry (tid << 32) | COOKIE_MAGIC | generation in sigev_value: the
+// Timer signals carry (tid << 32) | COOKIE_MAGIC | generation | record in sigev_value: the
 // handler tells its own SIGPROFs (current or earlier session) from anyone else's and
 // learns the thread id without a gettid syscall.
+// The record is 1 + the index of the thread's ThreadRecord (0: none), so the handler
+// finds its thread's state without a lookup.
 #define COOKIE_MAGIC 0x5A000000u
 #define COOKIE_MAGIC_MASK 0xFF000000u
-#define COOKIE_GENERATION_MASK 0x00FFFFFFu
+#define COOKIE_GENERATION_SHIFT 10
+#define COOKIE_GENERATION_MASK 0x00FFFC00u
+#define COOKIE_RECORD_MASK 0x000003FFu
 
 #define DISCOVERY_INTERVAL_NS 2000000L
 // A new thread runs unsampled until discovery sees it: a short cap keeps Dispatch's
@@ -77,7 +81,7 @@ _Static_assert(sizeof(g_hot) <= 64, "handler state fits one cache line");
 #define g_maxDepth g_hot.maxDepth
 #define g_used g_hot.used
 #define g_signals g_hot.signals
-#define g_fastSamples g_hot.tables->fastSamples
+#define g_fastSamples TABLES->fastSamples
 #define g_unwinderActive g_hot.unwinderActive
 static _Atomic uint64_t g_lost;
 static _Atomic uint64_t g_fallbacks;
@@ -99,6 +103,7 @@ typedef struct ThreadEntry {
   char firstName[16];
   char latestName[16];
   bool nameRefreshed;
+  int32_t record;  // index into the ThreadRecords while armed, -1: none
 } ThreadEntry;
 
 static ThreadEntry *g_threads;
@@ -178,17 +183,6 @@ enum { UNWINDER_AUTO = 0, UNWINDER_LIBUNWIND = 1, UNWINDER_VERIFY = 2 };
 static _Atomic int32_t g_unwinder = -1;  // -1: not set, read PERFHARNESS_UNWINDER at start
 static _Atomic uint64_t g_mismatches;
 
-#define STACK_SLOTS 4096
-#define STACK_PROBES 16
-typedef struct StackSlot {
-  _Atomic int32_t tid;
-  _Atomic int32_t tracePair;  // 1 + index into g_tracePairs, 0: none yet
-  _Atomic uint64_t lastRsp;  // set by the handler while the bounds are unknown or stale
-  _Atomic uint64_t low;      // [low, high): the stack mapping, published by discovery
-  _Atomic uint64_t high;     // 0 = unknown (written last, read first)
-} StackSlot;
-#define g_stacks (g_hot.tables->stacks)
-
 enum { RULE_FP = 1, RULE_SP = 2, RULE_END = 3 };
 // A PC whose frame libunwind steps but no rule shape fits: such samples use libunwind
 // straight away instead of learning (or deferring) again.
@@ -209,7 +203,7 @@ enum { RULE_FP = 1, RULE_SP = 2, RULE_END = 3 };
 #define RULE_SETS (1u << RULE_SET_BITS)
 #define RULE_WAYS 8
 #define RULE_MAX_PC (1ull << 47)
-#define g_rules (g_hot.tables->rules)
+#define g_rules (TABLES->rules)
 
 #define TRACE_FRAMES 256
 enum { TRACE_END_RULE = 1, TRACE_END_ZERO = 2, TRACE_END_DEPTH = 3 };
@@ -224,26 +218,48 @@ typedef struct Trace {
   uint64_t endAddr;  // TRACE_END_ZERO: the stack word that read 0
   TraceFrame frames[TRACE_FRAMES];
 } Trace;
-// Only the owning thread's handler touches its pair (a handler is never nested on one
-// thread: SIGPROF is blocked while it runs).
-typedef struct TracePair {
-  int32_t current;  // traces[current] holds the last walk
-  int32_t unused;
-  uint64_t pad[7];
+// One per sampled thread, assigned by discovery when it arms the thread's timer and
+// named in the timer's signals (COOKIE_RECORD_MASK). Besides the stack bounds, only the
+// owning thread's handler touches it (a handler is never nested on one thread: SIGPROF
+// is blocked while it runs).
+typedef struct ThreadRecord {
+  _Atomic int32_t tid;       // 0: free
+  int32_t current;           // traces[current] holds the last walk
+  _Atomic uint64_t lastRsp;  // set by the handler while the bounds are unknown or stale
+  _Atomic uint64_t low;      // [low, high): the stack mapping, published by discovery
+  _Atomic uint64_t high;     // 0 = unknown (written last, read first)
+  // The thread's fast-path samples, on the line the handler reads anyway: a shared
+  // counter costs a locked add on a line other threads' handlers also write. Kept when
+  // the record passes to another thread (summed at the end).
+  _Atomic uint64_t fastSamples;
+  uint64_t pad[3];
   Trace traces[2];
-} TracePair;
-#define TRACE_PAIRS 512
+} ThreadRecord;
+_Static_assert(offsetof(ThreadRecord, traces) == 64, "record header is one line");
+// Threads alive at once that get the fast path (the others use libunwind).
+#define THREAD_RECORDS 512
+_Static_assert(THREAD_RECORDS < COOKIE_RECORD_MASK, "record index fits the cookie");
+// Lines of a walk fetched ahead: its header and 30 frames.
+#define TRACE_PREFETCH_LINES 16
 
-// Everything the fast path reads besides the stack, in one mapping backed by huge pages
+// Everything the fast path reads besides the stack, in one region backed by huge pages
 // where the kernel allows: in a VM each 4 KB page a sample touches for the first time in
 // a while is a TLB miss with a two-level page walk, which costs more than the cache miss.
 typedef struct Tables {
   _Atomic uint64_t rules[RULE_SETS * RULE_WAYS];
-  StackSlot stacks[STACK_SLOTS];
   _Atomic uint64_t fastSamples;
   uint64_t pad[7];
-  TracePair pairs[TRACE_PAIRS];
+  ThreadRecord records[THREAD_RECORDS];
 } Tables;
+#define HUGE_PAGE_BYTES ((size_t)2 << 20)
+// Static rather than mmap'd: the handler computes the tables' address (RIP-relative)
+// instead of loading a pointer, a load that missed the cache on most samples (300-500 ns
+// here) and that every other access of the handler had to wait for. Untouched pages of
+// it cost nothing; start faults in what handlers may use.
+#define TABLES_SPAN ((sizeof(Tables) + HUGE_PAGE_BYTES - 1) & ~(HUGE_PAGE_BYTES - 1))
+static uint8_t g_tableStorage[TABLES_SPAN + HUGE_PAGE_BYTES] __attribute__((aligned(4096)));
+#define TABLES \
+  ((Tables *)(((uintptr_t)g_tableStorage + HUGE_PAGE_BYTES - 1) & ~(uintptr_t)(HUGE_PAGE_BYTES - 1)))
 static inline uint32_t rule_set(uint64_t key) {
   uint64_t tag = key >> RULE_SET_BITS;
   return (uint32_t)((key ^ tag ^ (tag >> RULE_SET_BITS) ^ (tag >> (2 * RULE_SET_BITS))) & (RULE_SETS - 1));
@@ -287,6 +303,10 @@ static int step_once(unw_context_t *ctx, unw_cursor_t *cursor, const ucontext_t 
   return unw_step(cursor);
 }
 
+// derive_rule's answer when the caller's frame starts beyond `high`: on a partial stack
+// copy that says nothing about the PC, so nothing is learned from it.
+#define RULE_BEYOND 0xFFFFFFFFu
+
 // One libunwind step from the frame (ip, sp, bp), turned into a rule; 0 if the frame
 // does not fit the rule shapes (then the sample falls back to unw_backtrace).
 static uint32_t derive_rule(const ucontext_t *uc, uint64_t ip, uint64_t sp, uint64_t bp, bool leaf,
@@ -301,7 +321,8 @@ static uint32_t derive_rule(const ucontext_t *uc, uint64_t ip, uint64_t sp, uint
   if (unw_get_reg(&cursor, UNW_REG_IP, &cip) < 0 || unw_get_reg(&cursor, UNW_REG_SP, &csp) < 0 ||
       unw_get_reg(&cursor, UNW_X86_64_RBP, &cbp) < 0 || unw_get_save_loc(&cursor, UNW_X86_64_RBP, &loc) < 0)
     return 0;
-  if (csp <= sp || csp > high || (csp & 7) || cip == 0) return 0;
+  if (csp > high) return RULE_BEYOND;
+  if (csp <= sp || (csp & 7) || cip == 0) return 0;
   if (*(const uint64_t *)(uintptr_t)(csp - 8) != cip) return 0;  // return address at CFA - 8
   if (csp == bp + 16 && loc.type == UNW_SLT_MEMORY && loc.u.addr == bp) return RULE_FP;
   uint64_t k = (csp - sp) / 8;
@@ -346,21 +367,6 @@ static bool libunwind_step(const ucontext_t *uc, uint64_t ip, uint64_t sp, uint6
 // reads /proc/self/maps only then.
 static _Atomic int32_t g_boundsWanted;
 
-static StackSlot *stack_slot(int32_t tid) {
-  uint32_t h = (uint32_t)tid * 2654435761u;
-  for (int p = 0; p < STACK_PROBES; p++) {
-    StackSlot *slot = &g_stacks[(h + (uint32_t)p) & (STACK_SLOTS - 1)];
-    int32_t t = atomic_load_explicit(&slot->tid, memory_order_acquire);
-    if (t == tid) return slot;
-    if (t == 0) {
-      int32_t expected = 0;
-      if (atomic_compare_exchange_strong(&slot->tid, &expected, tid) || expected == tid) return slot;
-    }
-  }
-  return NULL;
-}
-
-#define STACK_PREFETCH_BYTES 4096
 #define STACK_PREFETCH_NEAR_BYTES 1024
 
 // Where a walk stopped at a PC without a rule (the handler defers such samples).
@@ -369,6 +375,10 @@ typedef struct WalkMiss {
   uint64_t ip, sp, bp, high;
   bool leaf;
   uint64_t low;  // the stack mapping's low end (set by fast_unwind)
+  // Set by fast_unwind when the thread's last walk can finish this one: frames
+  // rejoin->frames[rejoinIndex...] hold on the stack, so only [sp, their sp) is copied.
+  const struct Trace *rejoin;
+  int rejoinIndex;
 } WalkMiss;
 
 // MARK: - Last walk per thread
@@ -382,10 +392,12 @@ typedef struct WalkMiss {
 // and saved bp values at the same places: those are exactly the words the walk would
 // read from there on, and rules are a function of the state, so the reused frames are
 // the ones the walk would find. The checks are independent loads, which overlap.
-static _Atomic int32_t g_tracePairsUsed;
-
-#define g_tracePairs (g_hot.tables->pairs)
-#define HUGE_PAGE_BYTES ((size_t)2 << 20)
+#define g_records (TABLES->records)
+// Records handed out (discovery and start only): [0, g_recordsUsed) have been used this
+// session; g_freeRecords holds those whose thread has gone.
+static _Atomic int32_t g_recordsUsed;
+static int32_t g_freeRecords[THREAD_RECORDS];
+static int32_t g_freeRecordCount;
 static size_t g_tablesPopulated;  // bytes of Tables faulted in (start/discovery only)
 
 // What walk reuses from and records into (live stack only).
@@ -401,8 +413,11 @@ typedef struct Replay {
 // -1: the stack does not fit the rules (use libunwind). With replay (live stack, from
 // the interrupted frame), reuses the thread's last walk where it still holds and
 // records this one.
+// With meet (a partial copy that ends at meet->sp), the walk stops when it reaches the
+// state meet describes and returns n with *met set; it returns -1 if it passes it.
 static int walk(const ucontext_t *uc, uint64_t ip, uint64_t sp, uint64_t bp, bool leaf, uint64_t high,
-                int64_t delta, uint64_t *out, int n, int max, WalkMiss *miss, Replay *replay) {
+                int64_t delta, uint64_t *out, int n, int max, WalkMiss *miss, Replay *replay,
+                const TraceFrame *meet, bool *met) {
 #define STACK_WORD(address) (*(const uint64_t *)(uintptr_t)((address) + (uint64_t)delta))
   const Trace *previous = replay ? replay->previous : NULL;
   Trace *next = replay ? replay->next : NULL;
@@ -462,6 +477,11 @@ static int walk(const ucontext_t *uc, uint64_t ip, uint64_t sp, uint64_t bp, boo
         }
       }
     }
+    if (meet && !leaf && sp >= meet->sp) {
+      if (sp != meet->sp || ip != meet->ip || bp != meet->bp) return -1;
+      *met = true;
+      return n;
+    }
     uint64_t key = (ip << 1) | (leaf ? 1 : 0);
     uint32_t rule = ip < RULE_MAX_PC ? rule_lookup(key) : 0;
     if (!rule) {
@@ -474,6 +494,10 @@ static int walk(const ucontext_t *uc, uint64_t ip, uint64_t sp, uint64_t bp, boo
         return -2;
       }
       rule = derive_rule(uc, ip, sp + (uint64_t)delta, bp + (uint64_t)delta, leaf, high + (uint64_t)delta);
+      if (rule == RULE_BEYOND) {
+        if (meet) return -1;
+        rule = 0;
+      }
       if (ip < RULE_MAX_PC) rule_insert(key, rule ? rule : RULE_NONE);
     }
     out[n++] = ip;
@@ -541,55 +565,49 @@ static int walk(const ucontext_t *uc, uint64_t ip, uint64_t sp, uint64_t bp, boo
   return n;
 }
 
-// The calling thread's pair of walks, claimed on its first sample with known bounds;
-// NULL when every pair is taken (then walks are not reused).
-static TracePair *trace_pair(StackSlot *slot) {
-  int32_t index = atomic_load_explicit(&slot->tracePair, memory_order_relaxed);
-  if (index > 0) return &g_tracePairs[index - 1];
-  if (index < 0) return NULL;
-  int32_t claimed = atomic_fetch_add_explicit(&g_tracePairsUsed, 1, memory_order_relaxed);
-  if (claimed >= TRACE_PAIRS) {
-    atomic_store_explicit(&slot->tracePair, -1, memory_order_relaxed);
-    return NULL;
+// For a walk that stopped at a PC without a rule at sp: the lowest caller frame of the
+// thread's last walk above sp, if the stack still holds it and every frame after it (the
+// words a walk from there would read, as in the replay). Its index, or -1.
+static int rejoin_point(const Trace *trace, uint64_t sp, uint64_t high) {
+  if (trace->high != high || trace->count <= 1) return -1;
+  // The walk reaches a frame's state only through its return address: a frame whose
+  // return address slot changed (a call from another site in the same function) is not
+  // where this walk will come out.
+  int j = 1;
+  while (j < trace->count && (trace->frames[j].sp <= sp ||
+                              *(const uint64_t *)(uintptr_t)(trace->frames[j].sp - 8) != trace->frames[j].ip))
+    j++;
+  if (j == trace->count) return -1;
+  for (int i = j; i < trace->count - 1; i++) {
+    const TraceFrame *f = &trace->frames[i], *g = f + 1;
+    uint64_t ra = *(const uint64_t *)(uintptr_t)(g->sp - 8);
+    if (ra != g->ip || (f->bpAddr ? *(const uint64_t *)(uintptr_t)f->bpAddr != g->bp : f->bp != g->bp)) return -1;
   }
-  TracePair *pair = &g_tracePairs[claimed];
-  pair->current = 0;
-  pair->traces[0].count = 0;
-  atomic_store_explicit(&slot->tracePair, claimed + 1, memory_order_relaxed);
-  return pair;
+  bool holds = trace->end == TRACE_END_RULE ||
+               (trace->end == TRACE_END_ZERO && *(const uint64_t *)(uintptr_t)trace->endAddr == 0);
+  return holds ? j : -1;
 }
 
 // Fills out[0..] (leaf first) from the interrupted context; -1 means "use libunwind",
 // -2 (only with miss) a PC without a rule, described in *miss.
-static int fast_unwind(const ucontext_t *uc, int32_t tid, uint64_t *out, int max, WalkMiss *miss) {
+static int fast_unwind(const ucontext_t *uc, ThreadRecord *record, uint64_t *out, int max, WalkMiss *miss) {
   uint64_t ip = (uint64_t)uc->uc_mcontext.gregs[REG_RIP];
   uint64_t sp = (uint64_t)uc->uc_mcontext.gregs[REG_RSP];
   uint64_t bp = (uint64_t)uc->uc_mcontext.gregs[REG_RBP];
-  // The rule lookups below are misses that depend on each other: start the first ones
-  // now, so they overlap with the stack slot lookup.
-  if (ip < RULE_MAX_PC) __builtin_prefetch(&g_rules[rule_set((ip << 1) | 1) * RULE_WAYS]);
-  StackSlot *slot = stack_slot(tid);
-  if (!slot) return -1;
-  uint64_t high = atomic_load_explicit(&slot->high, memory_order_acquire);
-  uint64_t low = atomic_load_explicit(&slot->low, memory_order_relaxed);
+  uint64_t high = atomic_load_explicit(&record->high, memory_order_acquire);
+  uint64_t low = atomic_load_explicit(&record->low, memory_order_relaxed);
   if (high == 0 || sp < low || sp >= high) {
-    atomic_store_explicit(&slot->lastRsp, sp, memory_order_relaxed);
+    atomic_store_explicit(&record->lastRsp, sp, memory_order_relaxed);
     atomic_store_explicit(&g_boundsWanted, 1, memory_order_relaxed);
     return -1;
   }
   // The walk is a chain of dependent loads (rule -> CFA -> return address -> next
   // rule), each usually a cache miss after 4 ms of the profiled code: prefetch the
   // stack lines the walk is likely to read so those misses overlap instead.
-  TracePair *pair = trace_pair(slot);
-  uint64_t end = sp + (pair ? STACK_PREFETCH_NEAR_BYTES : STACK_PREFETCH_BYTES);
+  uint64_t end = sp + STACK_PREFETCH_NEAR_BYTES;
   if (end > high) end = high;
   for (uint64_t line = sp & ~(uint64_t)63; line < end; line += 64) __builtin_prefetch((const void *)(uintptr_t)line);
-  if (!pair) {
-    int n = walk(uc, ip, sp, bp, true, high, 0, out, 0, max, miss, NULL);
-    if (n == -2) miss->low = low;
-    return n;
-  }
-  Replay replay = {.previous = &pair->traces[pair->current], .next = &pair->traces[pair->current ^ 1]};
+  Replay replay = {.previous = &record->traces[record->current], .next = &record->traces[record->current ^ 1]};
   // With a last walk, the words a reuse checks are known: the return address slots it
   // recorded (the frames near sp are walked anyway, and prefetched above).
   for (int32_t i = 1; i < replay.previous->count; i++) {
@@ -602,9 +620,13 @@ static int fast_unwind(const ucontext_t *uc, int32_t tid, uint64_t *out, int max
     uint64_t caller = replay.previous->frames[i].ip;
     if (caller < RULE_MAX_PC) __builtin_prefetch(&g_rules[rule_set(caller << 1) * RULE_WAYS]);
   }
-  int n = walk(uc, ip, sp, bp, true, high, 0, out, 0, max, miss, &replay);
-  if (n > 0 && replay.next->count > 0) pair->current ^= 1;
-  if (n == -2) miss->low = low;
+  int n = walk(uc, ip, sp, bp, true, high, 0, out, 0, max, miss, &replay, NULL, NULL);
+  if (n > 0 && replay.next->count > 0) record->current ^= 1;
+  if (n == -2) {
+    miss->low = low;
+    miss->rejoinIndex = rejoin_point(replay.previous, miss->sp, high);
+    miss->rejoin = miss->rejoinIndex > 0 ? replay.previous : NULL;
+  }
   return n;
 }
 
@@ -618,8 +640,19 @@ static int fast_unwind(const ucontext_t *uc, int32_t tid, uint64_t *out, int max
 // learning the missing rules there with libunwind on a synthetic context, and append
 // the finished sample to the arena (so records are not in timestamp order). The buffer
 // is filled once per session; when it is full the handler learns in place as before.
+// Most misses are a new interrupted PC under callers the thread's last walk already
+// holds (copying the whole stack took ~27 KB and ~7 µs per sample, median): then the
+// handler checks those callers as a replay would and copies only up to the lowest of
+// them (usually < 1 KB).
+// The walk on the copy ends where it reaches that frame's exact state, and the frames
+// from there on are the checked ones. If it comes out elsewhere, the stack had changed
+// under the checked words, and the sample keeps only what was found before the miss
+// (counted as a libunwind fallback; in verify mode, libunwind's stack is recorded).
 #define DEFER_BYTES ((uint64_t)16 << 20)
 #define DEFER_MAX_COPY ((uint64_t)64 << 10)
+// Mapped after the buffer and never written: libunwind steps on a partial copy may read
+// past its end (a frame that ends beyond the copy), and must read mapped memory there.
+#define DEFER_SLACK ((uint64_t)1 << 20)
 // x86-64's red zone: below sp, left alone by signal delivery.
 #define RED_ZONE_BYTES 128u
 typedef struct DeferEntry {
@@ -632,21 +665,29 @@ typedef struct DeferEntry {
   uint32_t prefixCount;    // frames before the miss
   uint32_t checkCount;     // verify mode: libunwind's frames
   uint32_t leaf;
-  uint64_t ip, sp, bp, high;  // at the miss; the copy holds [sp - below, high)
+  uint32_t suffixCount;       // frames of the thread's last walk that finish this one
+  uint32_t unused;
+  uint64_t ip, sp, bp, high;  // at the miss
+  uint64_t copyEnd;           // the copy holds [sp - below, copyEnd): high, or the
+                              // rejoin frame's sp when suffixCount > 0
+  uint64_t meetIp, meetSp, meetBp;  // the rejoin frame's state
   uint64_t below;             // red zone bytes copied below sp
   greg_t gregs[NGREG];        // the interrupted registers: libunwind learns from these,
                               // as it would have in the handler
-  // then: prefix[prefixCount], check[checkCount], copy[high - sp]
+  // then: prefix[prefixCount], suffix[suffixCount], check[checkCount],
+  // copy[copyEnd - sp + below]
 } DeferEntry;
 static uint8_t *g_defer;         // mmap'd at the first start, reused by later sessions
 static _Atomic uint64_t g_deferUsed;
 static uint64_t g_deferDone;     // consumer position (discovery thread, then stop)
+static _Atomic uint64_t g_rejoined;  // deferred samples finished from the last walk
 // Discovery thread: finds the stack mapping of every thread whose handler asked for it.
 static void resolve_stacks(void) {
   if (!atomic_exchange(&g_boundsWanted, 0)) return;
   bool needed = false;
-  for (int i = 0; i < STACK_SLOTS && !needed; i++) {
-    StackSlot *slot = &g_stacks[i];
+  int32_t used = atomic_load(&g_recordsUsed);
+  for (int i = 0; i < used && !needed; i++) {
+    ThreadRecord *slot = &g_records[i];
     if (!atomic_load(&slot->tid)) continue;
     uint64_t r = atomic_load(&slot->lastRsp);
     uint64_t hi = atomic_load(&slot->high), lo = atomic_load(&slot->low);
@@ -672,8 +713,8 @@ static void resolve_stacks(void) {
   close(fd);
   if (!buf) return;
   buf[len] = 0;
-  for (int i = 0; i < STACK_SLOTS; i++) {
-    StackSlot *slot = &g_stacks[i];
+  for (int i = 0; i < used; i++) {
+    ThreadRecord *slot = &g_records[i];
     if (!atomic_load(&slot->tid)) continue;
     uint64_t r = atomic_load(&slot->lastRsp);
     uint64_t hi = atomic_load(&slot->high), lo = atomic_load(&slot->low);
@@ -696,25 +737,50 @@ static void resolve_stacks(void) {
   free(buf);
 }
 
-static void forget_stack(pid_t tid) {
-  uint32_t h = (uint32_t)tid * 2654435761u;
-  for (int p = 0; p < STACK_PROBES; p++) {
-    StackSlot *slot = &g_stacks[(h + (uint32_t)p) & (STACK_SLOTS - 1)];
-    int32_t t = atomic_load(&slot->tid);
-    if (t == tid) {
-      // The slot stays claimed (probe chains must not break); a reused tid re-resolves.
-      atomic_store(&slot->high, 0);
-      atomic_store(&slot->lastRsp, 0);
-      return;
-    }
-    if (t == 0) return;
+static void populate_tables(size_t bytes);
+
+// Discovery (or start): a record for a thread about to be armed; -1 if none is free.
+// A reused record's last thread is gone, so no handler of it is running.
+static int32_t claim_record(pid_t tid) {
+  int32_t index;
+  if (g_freeRecordCount > 0) {
+    index = g_freeRecords[--g_freeRecordCount];
+  } else {
+    index = atomic_load(&g_recordsUsed);
+    if (index >= THREAD_RECORDS) return -1;
+    // Faulted in before any handler can use it (a page fault in the handler costs ~1 µs).
+    populate_tables(offsetof(Tables, records) + (size_t)(index + 16) * sizeof(ThreadRecord));
+    atomic_store(&g_records[index].fastSamples, 0);
+    atomic_store(&g_recordsUsed, index + 1);
   }
+  ThreadRecord *record = &g_records[index];
+  record->current = 0;
+  record->traces[0].count = 0;
+  record->traces[1].count = 0;
+  atomic_store(&record->lastRsp, 0);
+  atomic_store(&record->high, 0);
+  atomic_store(&record->low, 0);
+  atomic_store(&record->tid, tid);
+  return index;
+}
+
+static void release_record(int32_t index) {
+  if (index < 0) return;
+  atomic_store(&g_records[index].tid, 0);
+  g_freeRecords[g_freeRecordCount++] = index;
 }
 
 void CPerfSampler_setUnwinder(int32_t unwinder) { atomic_store(&g_unwinder, unwinder); }
 
-uint64_t CPerfSampler_fastSamples(void) { return g_hot.tables ? atomic_load(&g_fastSamples) : 0; }
+uint64_t CPerfSampler_fastSamples(void) {
+  if (!g_hot.tables) return 0;
+  uint64_t total = atomic_load(&g_fastSamples);
+  int32_t used = atomic_load(&g_recordsUsed);
+  for (int32_t i = 0; i < used; i++) total += atomic_load(&g_records[i].fastSamples);
+  return total;
+}
 uint64_t CPerfSampler_unwinderMismatches(void) { return atomic_load(&g_mismatches); }
+uint64_t CPerfSampler_rejoinedSamples(void) { return atomic_load(&g_rejoined); }
 int32_t CPerfSampler_activeUnwinder(void) { return atomic_load(&g_unwinderActive); }
 
 // MARK: - Signal handler
@@ -795,10 +861,14 @@ static bool append_record(int32_t tid, uint32_t weight, uint64_t timestampNs, ui
 // deferred (then the caller learns in place).
 static bool defer_sample(const ucontext_t *uc, const WalkMiss *miss, const uint64_t *prefix, const uint64_t *check, int checkCount,
                          int32_t tid, uint32_t weight, uint64_t entryNs) {
-  if (!g_defer || miss->high - miss->sp > DEFER_MAX_COPY) return false;
+  const TraceFrame *meet = miss->rejoin ? &miss->rejoin->frames[miss->rejoinIndex] : NULL;
+  uint32_t suffixCount = meet ? (uint32_t)(miss->rejoin->count - miss->rejoinIndex) : 0;
+  uint64_t copyEnd = meet ? meet->sp : miss->high;
+  if (!g_defer || copyEnd - miss->sp > DEFER_MAX_COPY) return false;
   uint64_t below = miss->sp - miss->low >= RED_ZONE_BYTES ? RED_ZONE_BYTES : 0;
-  uint64_t copyBytes = miss->high - miss->sp + below;
-  uint64_t bytes = sizeof(DeferEntry) + (uint64_t)(miss->n + checkCount) * 8 + ((copyBytes + 7) & ~7ull);
+  uint64_t copyBytes = copyEnd - miss->sp + below;
+  uint64_t bytes =
+      sizeof(DeferEntry) + (uint64_t)(miss->n + suffixCount + checkCount) * 8 + ((copyBytes + 7) & ~7ull);
   if (atomic_load_explicit(&g_deferUsed, memory_order_relaxed) + bytes > DEFER_BYTES) return false;
   uint64_t offset = atomic_fetch_add_explicit(&g_deferUsed, bytes, memory_order_relaxed);
   if (offset + bytes > DEFER_BYTES) {
@@ -822,12 +892,20 @@ static bool defer_sample(const ucontext_t *uc, const WalkMiss *miss, const uint6
   e->sp = miss->sp;
   e->bp = miss->bp;
   e->high = miss->high;
+  e->copyEnd = copyEnd;
+  e->suffixCount = suffixCount;
+  if (meet) {
+    e->meetIp = meet->ip;
+    e->meetSp = meet->sp;
+    e->meetBp = meet->bp;
+  }
   e->below = below;
   memcpy(e->gregs, uc->uc_mcontext.gregs, sizeof(e->gregs));
   uint64_t *tail = (uint64_t *)(e + 1);
   memcpy(tail, prefix, (size_t)miss->n * 8);
-  if (checkCount) memcpy(tail + miss->n, check, (size_t)checkCount * 8);
-  memcpy(tail + miss->n + checkCount, (const void *)(uintptr_t)(miss->sp - below), (size_t)copyBytes);
+  for (uint32_t i = 0; i < suffixCount; i++) tail[miss->n + i] = meet[i].ip;
+  if (checkCount) memcpy(tail + miss->n + suffixCount, check, (size_t)checkCount * 8);
+  memcpy(tail + miss->n + suffixCount + checkCount, (const void *)(uintptr_t)(miss->sp - below), (size_t)copyBytes);
   e->handlerNs = (uint32_t)(now_ns() - entryNs);
   atomic_store_explicit(&e->ready, 1, memory_order_release);
   return true;
@@ -854,7 +932,9 @@ static bool drain_deferred(void) {
       return true;
     }
     const uint64_t *tail = (const uint64_t *)(e + 1);
-    const uint8_t *copy = (const uint8_t *)(tail + e->prefixCount + e->checkCount) + e->below;  // at sp
+    const uint64_t *suffix = tail + e->prefixCount;
+    const uint64_t *check = suffix + e->suffixCount;
+    const uint8_t *copy = (const uint8_t *)(check + e->checkCount) + e->below;  // at sp
     memcpy(frames, tail, (size_t)e->prefixCount * 8);
     memcpy(((ucontext_t *)&synthetic)->uc_mcontext.gregs, e->gregs, sizeof(e->gregs));
     // General registers that pointed into the copied stack point into the copy, so a
@@ -865,11 +945,20 @@ static bool drain_deferred(void) {
     uint64_t copyDelta = (uint64_t)(uintptr_t)copy - e->sp;
     for (size_t r = 0; r < sizeof(general) / sizeof(general[0]); r++) {
       uint64_t value = (uint64_t)((ucontext_t *)&synthetic)->uc_mcontext.gregs[general[r]];
-      if (value >= e->sp - e->below && value < e->high)
+      if (value >= e->sp - e->below && value < e->copyEnd)
         ((ucontext_t *)&synthetic)->uc_mcontext.gregs[general[r]] = (greg_t)(value + copyDelta);
     }
-    int n = walk((const ucontext_t *)&synthetic, e->ip, e->sp, e->bp, e->leaf, e->high,
-                 (int64_t)((uint64_t)(uintptr_t)copy - e->sp), frames, (int)e->prefixCount, maxDepth, NULL, NULL);
+    TraceFrame meet = {.ip = e->meetIp, .sp = e->meetSp, .bp = e->meetBp};
+    bool met = false;
+    int n = walk((const ucontext_t *)&synthetic, e->ip, e->sp, e->bp, e->leaf, e->copyEnd,
+                 (int64_t)((uint64_t)(uintptr_t)copy - e->sp), frames, (int)e->prefixCount, maxDepth, NULL, NULL,
+                 e->suffixCount ? &meet : NULL, &met);
+    if (met) {
+      atomic_fetch_add_explicit(&g_rejoined, 1, memory_order_relaxed);
+      // The last walk's frames from the rejoin point on, checked on the live stack.
+      for (uint32_t i = 0; i < e->suffixCount && n < maxDepth; i++) frames[n++] = suffix[i];
+    }
+    bool rejoinFailed = n < 0 && e->suffixCount;
     if (n < 0) {
       // Frames the rules cannot describe (libunwind would have been used in the
       // handler): keep what was found before the miss.
@@ -880,8 +969,11 @@ static bool drain_deferred(void) {
       atomic_fetch_add_explicit(&g_fastSamples, 1, memory_order_relaxed);
     }
     if (mode == UNWINDER_VERIFY) {
-      const uint64_t *check = tail + e->prefixCount;
-      if ((uint32_t)n != e->checkCount || memcmp(check, frames, (size_t)n * 8) != 0) {
+      if (rejoinFailed) {
+        // A counted fallback, not a wrong stack: record libunwind's.
+        memcpy(frames, check, (size_t)e->checkCount * 8);
+        n = (int)e->checkCount;
+      } else if ((uint32_t)n != e->checkCount || memcmp(check, frames, (size_t)n * 8) != 0) {
         atomic_fetch_add_explicit(&g_mismatches, 1, memory_order_relaxed);
         memcpy(frames, check, (size_t)e->checkCount * 8);
         n = (int)e->checkCount;
@@ -893,8 +985,18 @@ static bool drain_deferred(void) {
   return g_deferDone != from;
 }
 
+// Only the owner's handler writes its counter: a plain increment, no locked add.
+static inline void count_fast_sample(ThreadRecord *owner) {
+  if (owner) {
+    uint64_t count = atomic_load_explicit(&owner->fastSamples, memory_order_relaxed);
+    atomic_store_explicit(&owner->fastSamples, count + 1, memory_order_relaxed);
+  } else {
+    atomic_fetch_add_explicit(&g_fastSamples, 1, memory_order_relaxed);
+  }
+}
+
 // Records one sample; runs inside the signal handler, with g_inflight held.
-static void record_sample(siginfo_t *info, void *context, uint64_t entryNs, int32_t tid) {
+static void record_sample(siginfo_t *info, void *context, uint64_t entryNs, int32_t tid, ThreadRecord *record) {
   atomic_fetch_add_explicit(&g_signals, 1, memory_order_relaxed);
 
   int maxDepth = atomic_load_explicit(&g_maxDepth, memory_order_relaxed);
@@ -903,9 +1005,10 @@ static void record_sample(siginfo_t *info, void *context, uint64_t entryNs, int3
   uint64_t frames[maxDepth];
   uint32_t weight = 1u + (uint32_t)(info->si_overrun > 0 ? info->si_overrun : 0);
   int count = -1;
-  if (mode != UNWINDER_LIBUNWIND) {
+  ThreadRecord *owner = record && atomic_load_explicit(&record->tid, memory_order_relaxed) == tid ? record : NULL;
+  if (mode != UNWINDER_LIBUNWIND && owner) {
     WalkMiss miss;
-    count = fast_unwind((const ucontext_t *)context, tid, frames, maxDepth, &miss);
+    count = fast_unwind((const ucontext_t *)context, owner, frames, maxDepth, &miss);
     if (count == -2) {
       if (mode == UNWINDER_VERIFY) {
         uint64_t check[maxDepth];
@@ -916,7 +1019,7 @@ static void record_sample(siginfo_t *info, void *context, uint64_t entryNs, int3
       }
       // Not deferred: learn in place, going on from the miss.
       count = walk((const ucontext_t *)context, miss.ip, miss.sp, miss.bp, miss.leaf, miss.high, 0, frames, miss.n,
-                   maxDepth, NULL, NULL);
+                   maxDepth, NULL, NULL, NULL, NULL);
     }
   }
   if (count > 0 && mode == UNWINDER_VERIFY) {
@@ -927,9 +1030,9 @@ static void record_sample(siginfo_t *info, void *context, uint64_t entryNs, int3
       memcpy(frames, check, (size_t)checked * 8);  // record what libunwind saw
       count = checked;
     }
-    atomic_fetch_add_explicit(&g_fastSamples, 1, memory_order_relaxed);
+    count_fast_sample(owner);
   } else if (count > 0) {
-    atomic_fetch_add_explicit(&g_fastSamples, 1, memory_order_relaxed);
+    count_fast_sample(owner);
   } else {
     count = libunwind_stack(context, frames, maxDepth);
   }
@@ -948,6 +1051,23 @@ static void sigprof_handler(int sig, siginfo_t *info, void *context) {
     return;
   }
 
+  // The thread's record and both its walks: the misses on them overlap with the shared
+  // line's below. The tables are static, and only our timers send this cookie.
+  ThreadRecord *record = NULL;
+  uint32_t recordIndex = cookie & COOKIE_RECORD_MASK;
+  if (recordIndex && recordIndex <= THREAD_RECORDS) {
+    // The walk starts with the interrupted PC's rule: a miss everything else waits for.
+    uint64_t pc = (uint64_t)((const ucontext_t *)context)->uc_mcontext.gregs[REG_RIP];
+    if (pc < RULE_MAX_PC) __builtin_prefetch(&g_rules[rule_set((pc << 1) | 1) * RULE_WAYS]);
+    record = &g_records[recordIndex - 1];
+    for (int line = 0; line < 1 + 2 * TRACE_PREFETCH_LINES; line++) {
+      const uint8_t *at = line == 0 ? (const uint8_t *)record
+                          : line <= TRACE_PREFETCH_LINES
+                              ? (const uint8_t *)&record->traces[0] + 64 * (line - 1)
+                              : (const uint8_t *)&record->traces[1] + 64 * (line - 1 - TRACE_PREFETCH_LINES);
+      __builtin_prefetch(at, 1);
+    }
+  }
   // In-flight count first, then the enabled check (both seq_cst): stop() clears
   // g_enabled and then waits for g_inflight == 0, so no handler touches the arena
   // after stop() returns.
@@ -956,8 +1076,9 @@ static void sigprof_handler(int sig, siginfo_t *info, void *context) {
   // (deleted) timer.
   if (atomic_load(&g_enabled) &&
       (cookie & COOKIE_GENERATION_MASK) ==
-          (atomic_load_explicit(&g_generation, memory_order_relaxed) & COOKIE_GENERATION_MASK)) {
-    record_sample(info, context, entryNs, (int32_t)(value >> 32));
+          ((atomic_load_explicit(&g_generation, memory_order_relaxed) << COOKIE_GENERATION_SHIFT) &
+           COOKIE_GENERATION_MASK)) {
+    record_sample(info, context, entryNs, (int32_t)(value >> 32), record);
   }
   atomic_fetch_sub(&g_inflight, 1);
   errno = savedErrno;
@@ -997,8 +1118,10 @@ static void arm(ThreadEntry *entry) {
   event.sigev_notify = SIGEV_THREAD_ID;
   event.sigev_signo = SIGPROF;
   event._sigev_un._tid = entry->tid;
+  entry->record = atomic_load(&g_unwinderActive) == UNWINDER_LIBUNWIND ? -1 : claim_record(entry->tid);
   uint64_t cookie = ((uint64_t)(uint32_t)entry->tid << 32) | COOKIE_MAGIC |
-                    (atomic_load(&g_generation) & COOKIE_GENERATION_MASK);
+                    ((atomic_load(&g_generation) << COOKIE_GENERATION_SHIFT) & COOKIE_GENERATION_MASK) |
+                    (uint32_t)(entry->record + 1);
   event.sigev_value.sival_ptr = (void *)(uintptr_t)cookie;
   clockid_t clock = g_config.clock == CPerfSampler_ClockWall ? CLOCK_MONOTONIC : THREAD_CPUCLOCK(entry->tid);
 
@@ -1013,6 +1136,8 @@ static void arm(ThreadEntry *entry) {
       entry->timerErrno = err;
       atomic_fetch_add(&g_timerFailures, 1);
     }
+    release_record(entry->record);
+    entry->record = -1;
     return;
   }
   long period = 1000000000L / g_config.rateHz;
@@ -1025,6 +1150,8 @@ static void arm(ThreadEntry *entry) {
     entry->timerErrno = errno;
     atomic_fetch_add(&g_timerFailures, 1);
     timer_delete(timer);
+    release_record(entry->record);
+    entry->record = -1;
     return;
   }
   entry->timer = timer;
@@ -1088,7 +1215,8 @@ static bool scan(pid_t exclude) {
     if (!entry->exited && entry->mark != g_scanMark) {
       entry->exited = true;
       disarm(entry);
-      forget_stack(entry->tid);
+      release_record(entry->record);
+      entry->record = -1;
       changed = true;
     }
   }
@@ -1116,13 +1244,6 @@ static void populate_tables(size_t bytes) {
   if (to > sizeof(Tables)) to = (sizeof(Tables) + 4095) & ~(size_t)4095;
   if (madvise((uint8_t *)g_hot.tables + g_tablesPopulated, to - g_tablesPopulated, MADV_POPULATE_WRITE) == 0)
     g_tablesPopulated = to;
-}
-
-// Trace pairs of threads that appear later: a few ahead of those claimed.
-static void populate_pairs(void) {
-  int32_t used = atomic_load_explicit(&g_tracePairsUsed, memory_order_relaxed) + 16;
-  if (used > TRACE_PAIRS) used = TRACE_PAIRS;
-  populate_tables(offsetof(Tables, pairs) + (size_t)used * sizeof(TracePair));
 }
 
 // The same for the defer buffer (samples copied there are ~10-20 KB each).
@@ -1176,7 +1297,6 @@ static void *discovery_main(void *unused) {
                  : intervalNs * 2 > DISCOVERY_MAX_INTERVAL_NS ? DISCOVERY_MAX_INTERVAL_NS
                                                               : intervalNs * 2;
     prefault_arena();
-    populate_pairs();
     if (atomic_load_explicit(&g_unwinderActive, memory_order_relaxed) != UNWINDER_LIBUNWIND) resolve_stacks();
   }
   return NULL;
@@ -1253,18 +1373,8 @@ int32_t CPerfSampler_start(const CPerfSampler_Config *config, CPerfSampler_Error
   }
 
   if (!g_hot.tables) {
-    // Aligned to a huge page so that MADV_HUGEPAGE can back it with 2 MB pages.
-    size_t span = (sizeof(Tables) + HUGE_PAGE_BYTES - 1) & ~(HUGE_PAGE_BYTES - 1);
-    void *raw = mmap(NULL, span + HUGE_PAGE_BYTES, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (raw == MAP_FAILED) {
-      set_error(error, CPerfSampler_ErrorSystem, "mmap(unwind tables)", errno);
-      atomic_store(&g_state, STATE_IDLE);
-      return CPerfSampler_ErrorSystem;
-    }
-    uintptr_t aligned = ((uintptr_t)raw + HUGE_PAGE_BYTES - 1) & ~(uintptr_t)(HUGE_PAGE_BYTES - 1);
-    (void)madvise((void *)aligned, span, MADV_HUGEPAGE);  // a hint: 4 KB pages otherwise
-    g_hot.tables = (Tables *)aligned;
+    (void)madvise(TABLES, TABLES_SPAN, MADV_HUGEPAGE);  // a hint: 4 KB pages otherwise
+    g_hot.tables = TABLES;
     g_tablesPopulated = 0;
   }
   populate_tables(HUGE_PAGE_BYTES);
@@ -1305,21 +1415,22 @@ int32_t CPerfSampler_start(const CPerfSampler_Config *config, CPerfSampler_Error
   if (unwinder < UNWINDER_AUTO || unwinder > UNWINDER_VERIFY) unwinder = UNWINDER_AUTO;
   atomic_store(&g_unwinderActive, unwinder);
   atomic_store(&g_mismatches, 0);
+  atomic_store(&g_rejoined, 0);
   // No handler records now (g_enabled is 0): the tables can be reset without races. The
   // rules are dropped too, in case a library was unloaded since the last session.
-  memset((void *)g_stacks, 0, sizeof(g_stacks));
   memset((void *)g_rules, 0, sizeof(g_rules));
   atomic_store(&g_fastSamples, 0);
 
   if (!g_defer) {
-    void *defer = mmap(NULL, DEFER_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    void *defer = mmap(NULL, DEFER_BYTES + DEFER_SLACK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (defer != MAP_FAILED) g_defer = defer;  // else: learn in the handler
   } else {
     madvise(g_defer, DEFER_BYTES, MADV_DONTNEED);  // back to zero pages
   }
   atomic_store(&g_deferUsed, 0);
   g_deferDone = 0;
-  atomic_store(&g_tracePairsUsed, 0);
+  atomic_store(&g_recordsUsed, 0);
+  g_freeRecordCount = 0;
   g_deferPrefaulted = 0;
   g_prefaulted = 0;
   g_prefaultWorks = true;

@@ -302,6 +302,43 @@ extension ProcessWideRecording {
         "\(CPerfSampler_unwinderMismatches()) of \(CPerfSampler_fastSamples()) fast stacks differ from libunwind")
     }
 
+    /// Work spread over many library PCs, each a PC without a rule the first time a sample
+    /// lands on it.
+    @inline(never)
+    static func variedLibraryWork(_ depth: Int, _ nanoseconds: UInt64) -> UInt64 {
+      if depth > 0 { return variedLibraryWork(depth - 1, nanoseconds) &+ 1 }
+      let start = threadCPUNanoseconds()
+      var generator = SystemRandomNumberGenerator()
+      var total: UInt64 = 0
+      while threadCPUNanoseconds() - start < nanoseconds {
+        let numbers = (0..<2_000).map { _ in Int.random(in: 0..<1_000_000, using: &generator) }
+        total &+= UInt64(truncatingIfNeeded: numbers.sorted()[1_000])
+        total &+= UInt64(truncatingIfNeeded: Set(numbers).count)
+        let text = numbers.prefix(200).map { String(Double($0) / 7) }.joined(separator: ",")
+        total &+= UInt64(truncatingIfNeeded: text.hashValue & 0xFF)
+        total &+= UInt64(truncatingIfNeeded: text.split(separator: ",").compactMap { Double($0) }.count)
+      }
+      return total
+    }
+
+    /// A sample on a PC without a rule copies the stack only up to a caller frame of the
+    /// thread's last walk that the stack still holds, and is finished from there: those
+    /// stacks too must come out exactly as libunwind sees them.
+    @Test func deferredSamplesFinishedFromTheLastWalkMatchLibunwind() throws {
+      CPerfSampler_setUnwinder(2)  // verify
+      defer { CPerfSampler_setUnwinder(-1) }
+      let session = try SamplingSession.start(SamplerConfiguration())
+      let me = CPerfSampler_gettid()
+      _ = Self.variedLibraryWork(25, 400_000_000)
+      let result = session.stop()
+      let mine = result.samples.filter { $0.threadID == me }
+      #expect(mine.count >= 20, "only \(mine.count) samples")
+      #expect(CPerfSampler_rejoinedSamples() > 0, "no sample was finished from the last walk")
+      #expect(
+        CPerfSampler_unwinderMismatches() == 0,
+        "\(CPerfSampler_unwinderMismatches()) of \(CPerfSampler_fastSamples()) fast stacks differ from libunwind")
+    }
+
     /// The fast unwinder (per-PC rules applied to the interrupted stack) must produce the
     /// same stacks as unw_backtrace: verify mode computes both for every sample.
     @Test func fastUnwinderMatchesLibunwindOnDeepRecursion() throws {

@@ -83,13 +83,14 @@ typedef struct CPerfHeapScan_SnapshotRange {
   uint64_t firstWord;
 } CPerfHeapScan_SnapshotRange;
 
-/// The words of every live block and writable image segment at one moment (the start of a
-/// recording), except words that pointed into a block live then (stored as 0). A root
-/// word that still holds its snapshot value and points at a block allocated after the
-/// snapshot was written before that block existed: a stale copy of a reused address (a
-/// struct's padding copied from the stack, a freed slot never cleared), not a reference.
-/// Words that pointed into a live block are left out because a reference may be
-/// rewritten with the same address after its block was freed and another allocated there.
+/// The words of every live block at one moment (the start of a recording), except words
+/// that pointed into a block live then (stored as 0). A word of a holder that is a Swift
+/// object, still holding its snapshot value and pointing at a block allocated after the
+/// snapshot, was written before that block existed: bytes copied in with a reused address
+/// (a struct's padding copied from the stack), not a reference. Words that pointed into a
+/// live block are left out, and C blocks and image segments are never judged this way,
+/// because a reference there may be rewritten with the same address after its block was
+/// freed and another allocated there.
 typedef struct CPerfHeapScan_Snapshot {
   CPerfHeapScan_SnapshotRange *ranges;  // sorted by start, mmap'd
   uint64_t rangeCount;
@@ -125,7 +126,7 @@ typedef struct CPerfHeapScan_Options {
   /// words, and a stale word whose address was reused reads as a root.
   int32_t skipCallerStack;
   /// Optional: taken when the blocks not flagged CPerfHeapScan_BlockHolder did not exist
-  /// yet. Holder and image-segment words that still hold their snapshot value are not
+  /// yet. Words of Swift-object holders that still hold their snapshot value are not
   /// references to those blocks (counted in result->staleWords).
   const CPerfHeapScan_Snapshot *snapshot;
 } CPerfHeapScan_Options;

@@ -124,6 +124,9 @@ void CPerfSampler_setUnwinder(int32_t unwinder);
 /// verify mode, how many of those differed from libunwind.
 uint64_t CPerfSampler_fastSamples(void);
 uint64_t CPerfSampler_unwinderMismatches(void);
+/// Samples of the last session that met a PC without a rule and were finished from the
+/// thread's previous walk (only the stack up to a caller frame it still held was copied).
+uint64_t CPerfSampler_rejoinedSamples(void);
 /// The unwinder the last (or running) session used: 0 auto, 1 libunwind, 2 verify.
 int32_t CPerfSampler_activeUnwinder(void);
 

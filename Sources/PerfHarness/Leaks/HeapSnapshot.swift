@@ -1,11 +1,11 @@
 import CPerfAlloc
 import CPerfHeapScan
 
-/// The words of every live block and writable image segment when a recording starts (see
-/// `CPerfHeapScan_Snapshot`): a holder's or a global's word that still holds its value
-/// from then cannot be a reference to a block the recording allocated later. It names a
-/// reused address, such as a struct's padding copied from the stack before the recording,
-/// and would otherwise keep a leaked block looking reachable.
+/// The words of every live block when a recording starts (see `CPerfHeapScan_Snapshot`):
+/// a word of an older Swift object that still holds its value from then cannot be a
+/// reference to a block the recording allocated later. It names a reused address, such as
+/// a struct's padding copied from the stack before the recording, and would otherwise keep
+/// a leaked block looking reachable.
 final class HeapSnapshot {
   fileprivate(set) var raw = CPerfHeapScan_Snapshot()
 

@@ -33,8 +33,9 @@ public struct LeaksReport: Codable, Sendable, Equatable {
   public var holderCount: Int?
   /// Memory the scanner mapped for the scan (block list, index, marks, edges).
   public var scannerBytes: Int?
-  /// Words of holders and globals not followed: they still held their value from when the
-  /// recording started and named blocks allocated later (reused addresses, not references).
+  /// Words of older Swift objects (holders) not followed: they still held their value from
+  /// when the recording started and named blocks allocated later (reused addresses, not
+  /// references).
   public var staleRootWords: Int?
   public var edgeCount: Int
   /// Leaked blocks that a suppression matched (with what they alone keep alive).
