@@ -1520,8 +1520,9 @@ const CPerfAlloc_Block *CPerfAlloc_blocks(uint64_t *count) {
   return ok ? g_blocks : NULL;
 }
 
-uint64_t CPerfAlloc_liveBlocksNow(CPerfAlloc_Block *out, uint64_t capacity) {
-  if (atomic_load(&g_state) != STATE_RUNNING) return 0;
+// Copies the live blocks, each stripe under its lock, as blocks (`out`) or as (address,
+// size) pairs (`pairs`), up to `capacity`; returns how many are live.
+static uint64_t copyLiveBlocks(CPerfAlloc_Block *out, uint64_t *pairs, uint64_t capacity) {
   uint64_t n = 0;
   for (int i = 0; i < STRIPES; i++) {
     Stripe *s = &g_stripes[i];
@@ -1530,6 +1531,10 @@ uint64_t CPerfAlloc_liveBlocksNow(CPerfAlloc_Block *out, uint64_t capacity) {
       const Slot *slot = &s->slots[j];
       uint64_t key = slot->w0 & ADDR_MASK;
       if (key <= KEY_TOMBSTONE) continue;
+      if (pairs && n < capacity) {
+        pairs[2 * n] = key << 4;
+        pairs[2 * n + 1] = slot->w1 & SIZE_MASK;
+      }
       if (out && n < capacity) {
         CPerfAlloc_Block *b = &out[n];
         b->address = key << 4;
@@ -1551,25 +1556,14 @@ uint64_t CPerfAlloc_liveBlocksNow(CPerfAlloc_Block *out, uint64_t capacity) {
   return n;
 }
 
+uint64_t CPerfAlloc_liveBlocksNow(CPerfAlloc_Block *out, uint64_t capacity) {
+  if (atomic_load(&g_state) != STATE_RUNNING) return 0;
+  return copyLiveBlocks(out, NULL, capacity);
+}
+
 uint64_t CPerfAlloc_liveBlocksBeforeSession(uint64_t *pairs, uint64_t capacity) {
   if (atomic_load(&g_state) != STATE_TRACKING) return 0;
-  uint64_t n = 0;
-  for (int i = 0; i < STRIPES; i++) {
-    Stripe *s = &g_stripes[i];
-    spinLock(&s->lock);
-    for (uint64_t j = 0; j < s->capacity; j++) {
-      const Slot *slot = &s->slots[j];
-      uint64_t key = slot->w0 & ADDR_MASK;
-      if (key <= KEY_TOMBSTONE) continue;
-      if (pairs && n < capacity) {
-        pairs[2 * n] = key << 4;
-        pairs[2 * n + 1] = slot->w1 & SIZE_MASK;
-      }
-      n++;
-    }
-    spinUnlock(&s->lock);
-  }
-  return n;
+  return copyLiveBlocks(NULL, pairs, capacity);
 }
 
 const CPerfAlloc_Block *CPerfAlloc_preexistingBlocks(uint64_t *count) {
