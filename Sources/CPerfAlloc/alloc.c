@@ -925,6 +925,95 @@ static inline void zeroIfTrackingAll(void *pointer, size_t from, size_t to) {
   if (UNLIKELY(g_zeroNewBlocks)) memset((char *)pointer + from, 0, to - from);
 }
 
+// MARK: - Reserved addresses (CPerfAlloc_reserveAddresses)
+//
+// The array is only ever replaced between sessions; an old one is never unmapped, so a
+// hook still reading it after a stop reads valid memory.
+static const uint64_t *_Atomic g_reserved;
+static _Atomic uint64_t g_reservedCount;
+static uint64_t g_reservedLo, g_reservedHi;
+static uint64_t *g_reservedStorage;
+static size_t g_reservedStorageBytes;
+#define HELD_CAPACITY 65536
+static void **g_held;  // HELD_CAPACITY, mapped with the first reservation
+static _Atomic uint64_t g_heldCount;
+static _Atomic uint64_t g_heldBytes;
+static _Atomic uint64_t g_notAvoided;
+
+// Whether [p, p + size) covers a reserved address (the scanner counts interior pointers).
+static inline bool coversReserved(void *pointer, size_t size) {
+  uint64_t n = atomic_load_explicit(&g_reservedCount, memory_order_acquire);
+  if (LIKELY(n == 0) || !pointer) return false;
+  uint64_t p = (uint64_t)(uintptr_t)pointer;
+  if (p + size <= g_reservedLo || p > g_reservedHi) return false;
+  const uint64_t *a = atomic_load_explicit(&g_reserved, memory_order_relaxed);
+  uint64_t lo = 0, hi = n;
+  while (lo < hi) {
+    uint64_t mid = (lo + hi) / 2;
+    if (a[mid] < p) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo < n && a[lo] < p + size;
+}
+
+// Keeps `pointer` out of use; false when there is no room (then it is used after all).
+static bool holdAside(void *pointer, size_t size) {
+  uint64_t i = atomic_fetch_add_explicit(&g_heldCount, 1, memory_order_relaxed);
+  if (i >= HELD_CAPACITY) {
+    atomic_fetch_add_explicit(&g_notAvoided, 1, memory_order_relaxed);
+    return false;
+  }
+  g_held[i] = pointer;
+  atomic_fetch_add_explicit(&g_heldBytes, size, memory_order_relaxed);
+  return true;
+}
+
+// Allocates again with `again` while the block covers a reserved address.
+#define AVOID_RESERVED(p, size, again) \
+  while (UNLIKELY(coversReserved((p), (size))) && holdAside((p), (size))) (p) = (again)
+
+void CPerfAlloc_reserveAddresses(const uint64_t *addresses, uint64_t count) {
+  atomic_store_explicit(&g_reservedCount, 0, memory_order_release);
+  if (!count || !addresses) return;
+  if (!g_held) {
+    g_held = mapBytes(HELD_CAPACITY * sizeof(void *));
+    if (!g_held) return;
+  }
+  size_t bytes = pageRound(count * sizeof(uint64_t));
+  if (bytes > g_reservedStorageBytes) {
+    uint64_t *storage = mapBytes(bytes);
+    if (!storage) return;
+    g_reservedStorage = storage;  // the old one stays mapped (see above)
+    g_reservedStorageBytes = bytes;
+  }
+  memcpy(g_reservedStorage, addresses, count * sizeof(uint64_t));
+  g_reservedLo = g_reservedStorage[0];
+  g_reservedHi = g_reservedStorage[count - 1];
+  atomic_store_explicit(&g_heldCount, 0, memory_order_relaxed);
+  atomic_store_explicit(&g_heldBytes, 0, memory_order_relaxed);
+  atomic_store_explicit(&g_notAvoided, 0, memory_order_relaxed);
+  atomic_store_explicit(&g_reserved, g_reservedStorage, memory_order_relaxed);
+  atomic_store_explicit(&g_reservedCount, count, memory_order_release);
+}
+
+void CPerfAlloc_releaseReservedAddresses(CPerfAlloc_Reserved *out) {
+  CPerfAlloc_Reserved r = {
+    .addresses = atomic_exchange_explicit(&g_reservedCount, 0, memory_order_acq_rel),
+    .heldBytes = atomic_load_explicit(&g_heldBytes, memory_order_relaxed),
+    .notAvoided = atomic_load_explicit(&g_notAvoided, memory_order_relaxed),
+  };
+  uint64_t held = atomic_exchange_explicit(&g_heldCount, 0, memory_order_relaxed);
+  if (held > HELD_CAPACITY) held = HELD_CAPACITY;
+  r.heldBlocks = held;
+  for (uint64_t i = 0; i < held; i++) {
+    if (g_held[i]) __libc_free(g_held[i]);
+    g_held[i] = NULL;
+  }
+  atomic_store_explicit(&g_heldBytes, 0, memory_order_relaxed);
+  atomic_store_explicit(&g_notAvoided, 0, memory_order_relaxed);
+  if (out) *out = r;
+}
+
 #if CPERFALLOC_INTERPOSES
 // MARK: - The hooks
 //
@@ -939,6 +1028,7 @@ __attribute__((noinline)) static void *mallocRecording(size_t size) {
   if (t_inHook) return __libc_malloc(size);
   t_inHook = 1;
   void *p = __libc_malloc(size);
+  AVOID_RESERVED(p, size, __libc_malloc(size));
   if (p) {
     zeroIfTrackingAll(p, 0, size);
     recordAlloc(p, size, HOOK_FRAME());
@@ -971,6 +1061,7 @@ __attribute__((noinline)) static void *callocRecording(size_t count, size_t size
   if (t_inHook) return __libc_calloc(count, size);
   t_inHook = 1;
   void *p = __libc_calloc(count, size);
+  AVOID_RESERVED(p, count * size, __libc_calloc(count, size));
   if (p) recordAlloc(p, count * size, HOOK_FRAME());  // no overflow: calloc succeeded
   t_inHook = 0;
   return p;
@@ -999,6 +1090,16 @@ __attribute__((noinline)) static void *reallocRecording(void *pointer, size_t si
     if (taken != TAKE_UNTRACKED) putBack(pointer, &old);  // failed: the old block is untouched
   } else {
     if (tracked) aggregateFree(pointer, &old, oldKey);
+    if (UNLIKELY(coversReserved(p, size))) {
+      // Moved elsewhere by hand; the block glibc chose is held aside.
+      void *q = __libc_malloc(size);
+      AVOID_RESERVED(q, size, __libc_malloc(size));
+      if (q) {
+        memcpy(q, p, size);
+        if (holdAside(p, size)) p = q;
+        else __libc_free(q);
+      }
+    }
     if (p) {
       if (size > oldSize) zeroIfTrackingAll(p, oldSize, size);
       recordAlloc(p, size, HOOK_FRAME());
@@ -1026,6 +1127,7 @@ __attribute__((noinline)) static void *memalignRecording(size_t alignment, size_
   if (t_inHook) return __libc_memalign(alignment, size);
   t_inHook = 1;
   void *p = __libc_memalign(alignment, size);
+  AVOID_RESERVED(p, size, __libc_memalign(alignment, size));
   if (p) {
     zeroIfTrackingAll(p, 0, size);
     recordAlloc(p, size, HOOK_FRAME());
@@ -1050,6 +1152,7 @@ __attribute__((noinline)) static int posixMemalignRecording(void **out, size_t a
   } else {
     t_inHook = 1;
     p = __libc_memalign(alignment, size);
+    AVOID_RESERVED(p, size, __libc_memalign(alignment, size));
     if (p) {
       zeroIfTrackingAll(p, 0, size);
       recordAlloc(p, size, HOOK_FRAME());
@@ -1096,6 +1199,7 @@ __attribute__((noinline)) static void *vallocRecording(size_t size) {
   if (t_inHook) return __libc_memalign(pageSize(), size);
   t_inHook = 1;
   void *p = __libc_memalign(pageSize(), size);
+  AVOID_RESERVED(p, size, __libc_memalign(pageSize(), size));
   if (p) {
     zeroIfTrackingAll(p, 0, size);
     recordAlloc(p, size, HOOK_FRAME());
@@ -1127,6 +1231,7 @@ __attribute__((noinline)) static void *pvallocRecording(size_t size) {
   if (t_inHook) return __libc_memalign(pageSize(), rounded);
   t_inHook = 1;
   void *p = __libc_memalign(pageSize(), rounded);
+  AVOID_RESERVED(p, rounded, __libc_memalign(pageSize(), rounded));
   if (p) {
     zeroIfTrackingAll(p, 0, rounded);
     recordAlloc(p, rounded, HOOK_FRAME());

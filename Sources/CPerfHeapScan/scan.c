@@ -196,6 +196,7 @@ static inline int64_t index_find(const Index *ix, uint64_t v) {
 typedef struct {
   uint64_t start, end;
   uint32_t readable, writable;
+  uint32_t anonymous;  // no file behind it ([heap], malloc arenas, stacks)
 } Mapping;
 
 /// Reads /proc/self/maps with raw syscalls into an mmap'd array (no malloc).
@@ -229,7 +230,19 @@ static int read_maps(Vec *out) {
         end = end * 16 + (uint64_t)(d <= '9' ? d - '0' : (d | 32) - 'a' + 10);
       }
       if (*s == ' ') s++;
-      Mapping m = {start, end, s[0] == 'r', s[1] == 'w'};
+      Mapping m = {start, end, s[0] == 'r', s[1] == 'w', 0};
+      // "perms offset dev inode [path]": anonymous when the inode is 0 and the path is
+      // empty or a bracketed name.
+      const char *f = s;
+      for (int field = 0; field < 3 && *f; field++) {
+        while (*f && *f != ' ') f++;
+        while (*f == ' ') f++;
+      }
+      if (f[0] == '0' && f[1] == ' ') {
+        f++;
+        while (*f == ' ') f++;
+        m.anonymous = *f == 0 || *f == '[';
+      }
       if (vec_push(out, &m) != 0) {
         syscall(SYS_close, fd);
         return -1;
@@ -839,6 +852,92 @@ static void sort_pairs(uint64_t *pairs, uint64_t n) {
   }
 }
 
+static void sort_words(uint64_t *a, uint64_t n) {
+  // Heapsort: no allocation.
+  for (uint64_t start = n / 2; start-- > 0;) {
+    for (uint64_t root = start;;) {
+      uint64_t child = 2 * root + 1;
+      if (child >= n) break;
+      if (child + 1 < n && a[child + 1] > a[child]) child++;
+      if (a[root] >= a[child]) break;
+      uint64_t t = a[root]; a[root] = a[child]; a[child] = t;
+      root = child;
+    }
+  }
+  for (uint64_t end = n; end-- > 1;) {
+    uint64_t t = a[0]; a[0] = a[end]; a[end] = t;
+    for (uint64_t root = 0;;) {
+      uint64_t child = 2 * root + 1;
+      if (child >= end) break;
+      if (child + 1 < end && a[child + 1] > a[child]) child++;
+      if (a[root] >= a[child]) break;
+      t = a[root]; a[root] = a[child]; a[child] = t;
+      root = child;
+    }
+  }
+}
+
+static int push_if_dangling(Vec *out, const Vec *maps, const Index *ix, uint64_t word) {
+  uint64_t v = word & POINTER_MASK;
+  if (v < 4096) return 0;
+  const Mapping *m = find_mapping(maps, v);
+  if (!m || !m->anonymous || !m->writable) return 0;
+  if (v - ix->minStart < ix->maxEnd - ix->minStart && index_find(ix, v) >= 0) return 0;
+  return vec_push(out, &v);
+}
+
+/// The values that named heap memory no live block held when the snapshot was taken:
+/// dangling pointers of the blocks (their words, as snapshotted) and of the writable image
+/// segments. Sorted, unique, into out->dangling.
+static int32_t collect_dangling(const uint64_t *words, uint64_t wordCount, const Index *ix,
+                                CPerfHeapScan_Snapshot *out) {
+  Vec maps = {0}, segments = {.elementSize = sizeof(Range)}, values = {.elementSize = sizeof(uint64_t)};
+  int32_t status = 0;
+  if (read_maps(&maps) != 0) {
+    status = errno ? errno : EIO;
+    goto done;
+  }
+  for (uint64_t w = 0; w < wordCount && status == 0; w++) {
+    if (words[w] && push_if_dangling(&values, &maps, ix, words[w]) != 0) status = ENOMEM;
+  }
+  dl_iterate_phdr(collect_segment, &segments);
+  const Range *seg = segments.data;
+  for (uint64_t i = 0; i < segments.count && status == 0; i++) {
+    for (uint64_t a = seg[i].start & ~7ull; a + 8 <= seg[i].end && status == 0;) {
+      const Mapping *m = find_mapping(&maps, a);
+      if (!m || !m->readable) {
+        a = (a + 4096) & ~4095ull;
+        continue;
+      }
+      uint64_t end = m->end < seg[i].end ? m->end : seg[i].end;
+      for (; a + 8 <= end; a += 8) {
+        uint64_t v = *(const volatile uint64_t *)a;
+        if (v && push_if_dangling(&values, &maps, ix, v) != 0) {
+          status = ENOMEM;
+          break;
+        }
+      }
+      a = end;
+    }
+  }
+  if (status == 0 && values.count) {
+    uint64_t *v = values.data, n = 0;
+    sort_words(v, values.count);
+    for (uint64_t i = 0; i < values.count; i++) {
+      if (n == 0 || v[n - 1] != v[i]) v[n++] = v[i];
+    }
+    out->dangling = v;
+    out->danglingCount = n;
+    out->danglingBytes = round_page(values.capacity * sizeof(uint64_t));
+    values.data = NULL;
+  }
+done:
+  vec_free(&maps);
+  vec_free(&segments);
+  vec_free(&values);
+  return status;
+}
+
 int32_t CPerfHeapScan_takeSnapshot(uint64_t (*liveBlocks)(uint64_t *pairs, uint64_t capacity),
                                    CPerfHeapScan_Snapshot *out) {
   memset(out, 0, sizeof *out);
@@ -915,6 +1014,8 @@ int32_t CPerfHeapScan_takeSnapshot(uint64_t (*liveBlocks)(uint64_t *pairs, uint6
       if (v - ix.minStart < ix.maxEnd - ix.minStart && index_find(&ix, v) >= 0) dest[w] = 0;
     }
   }
+  status = collect_dangling(words, totalWords, &ix, out);
+  if (status != 0) goto done;
   out->ranges = ranges.data;
   out->rangeCount = ranges.count;
   out->rangeBytes = round_page(ranges.capacity * sizeof(CPerfHeapScan_SnapshotRange));
@@ -933,6 +1034,7 @@ done:
 void CPerfHeapScan_freeSnapshot(CPerfHeapScan_Snapshot *snapshot) {
   if (snapshot->ranges) munmap(snapshot->ranges, snapshot->rangeBytes);
   if (snapshot->words) munmap(snapshot->words, snapshot->wordBytes);
+  if (snapshot->dangling) munmap(snapshot->dangling, snapshot->danglingBytes);
   memset(snapshot, 0, sizeof *snapshot);
 }
 

@@ -34,6 +34,7 @@ struct LeakCorpusReleaseTests {
     "global-cycle": Verdict(),
     "cycle-behind-stale-words": Verdict(cycles: [["LeakStaleA", "LeakStaleB"]: 1], leakedCount: 2),
     "cycles-checked-at-marks": Verdict(cycles: [["LeakCheckedA", "LeakCheckedB"]: 3], leakedCount: 6),
+    "cycles-behind-dangling-pointers": Verdict(cycles: [["LeakDanglingA", "LeakDanglingB"]: 3], leakedCount: 6),
     "many-cycles": Verdict(cycles: [["LeakManyA", "LeakManyB"]: 25], leakedCount: 50),
   ]
 

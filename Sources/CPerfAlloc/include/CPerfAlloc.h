@@ -180,6 +180,25 @@ int32_t CPerfAlloc_isRecording(void);
 /// Returns the previous value, for nesting.
 int32_t CPerfAlloc_setIgnoringAllocations(int32_t ignoring);
 
+/// What CPerfAlloc_reserveAddresses did, returned by CPerfAlloc_releaseReservedAddresses.
+typedef struct CPerfAlloc_Reserved {
+  uint64_t addresses;     // reserved
+  uint64_t heldBlocks;    // blocks glibc returned over one of them, kept unused
+  uint64_t heldBytes;
+  uint64_t notAvoided;    // blocks handed out over one anyway (no room to hold more)
+} CPerfAlloc_Reserved;
+
+/// The leaks instrument's guard against dangling pointers older than the recording: while
+/// a session records with every block tracked (CPerfAlloc_trackAllBlocks), no block it
+/// hands out covers one of `addresses` (sorted ascending; the values are copied). A block
+/// glibc returns over one of them is held aside, unrecorded and unused, and the call
+/// allocates again. So a word that named freed memory when the recording started can
+/// never name a block allocated later: it cannot keep a leak looking reachable. Call it
+/// before CPerfAlloc_start.
+void CPerfAlloc_reserveAddresses(const uint64_t *addresses, uint64_t count);
+/// Frees the blocks held aside and forgets the addresses (after the leak scan).
+void CPerfAlloc_releaseReservedAddresses(CPerfAlloc_Reserved *out);
+
 /// Valid only between stop and release. Counts are returned through the out parameters.
 void CPerfAlloc_stats(CPerfAlloc_Stats *stats);
 const CPerfAlloc_Block *CPerfAlloc_blocks(uint64_t *count);

@@ -97,6 +97,14 @@ typedef struct CPerfHeapScan_Snapshot {
   uint64_t rangeBytes;
   uint64_t *words;                      // mmap'd
   uint64_t wordBytes;
+  /// Values (top 16 bits masked) that named anonymous writable memory, but no live block,
+  /// in a live block's words or a writable image segment: dangling pointers, which a
+  /// block allocated later at that address would turn into false references. Sorted,
+  /// unique, mmap'd; the allocation hooks keep new blocks off them
+  /// (CPerfAlloc_reserveAddresses).
+  uint64_t *dangling;
+  uint64_t danglingCount;
+  uint64_t danglingBytes;
 } CPerfHeapScan_Snapshot;
 
 /// Takes a snapshot. `liveBlocks(pairs, capacity)` writes the live blocks as (address,

@@ -1,11 +1,14 @@
 import CPerfAlloc
 import CPerfHeapScan
 
-/// The words of every live block when a recording starts (see `CPerfHeapScan_Snapshot`):
-/// a word of an older Swift object that still holds its value from then cannot be a
-/// reference to a block the recording allocated later. It names a reused address, such as
-/// a struct's padding copied from the stack before the recording, and would otherwise keep
-/// a leaked block looking reachable.
+/// The words of every live block when a recording starts (see `CPerfHeapScan_Snapshot`).
+/// Two guards against words that name a reused address (a struct's padding copied from the
+/// stack, a C structure's dangling pointer) and would keep a leaked block looking
+/// reachable:
+/// - a word of an older Swift object that still holds its value from then cannot be a
+///   reference to a block the recording allocated later;
+/// - the addresses such words named without naming a live block (dangling pointers, in
+///   blocks and globals) are kept off the blocks the recording allocates.
 final class HeapSnapshot {
   fileprivate(set) var raw = CPerfHeapScan_Snapshot()
 
@@ -29,8 +32,36 @@ final class HeapSnapshot {
     return status == 0 && snapshot.raw.rangeCount > 0 ? snapshot : nil
   }
 
+  private var reserved = false
+
+  /// Keeps the blocks the recording allocates off the addresses that dangling pointers
+  /// named at the snapshot (`CPerfAlloc_reserveAddresses`). Call it right before the
+  /// allocation recorder starts; release after the scan.
+  func reserveDanglingAddresses() {
+    guard raw.danglingCount > 0 else { return }
+    CPerfAlloc_reserveAddresses(raw.dangling, raw.danglingCount)
+    reserved = true
+  }
+
+  /// Frees the blocks held aside; what was reserved and held, or nil if nothing was.
+  func releaseDanglingAddresses() -> LeaksReport.DanglingAddresses? {
+    guard reserved else { return nil }
+    reserved = false
+    var out = CPerfAlloc_Reserved()
+    CPerfAlloc_releaseReservedAddresses(&out)
+    return LeaksReport.DanglingAddresses(
+      reserved: Int(out.addresses), blocksHeldAside: Int(out.heldBlocks), bytesHeldAside: Int(out.heldBytes),
+      notAvoided: Int(out.notAvoided))
+  }
+
   /// Bytes the snapshot maps.
   var mappedBytes: Int { Int(raw.rangeBytes + raw.wordBytes) }
 
-  deinit { CPerfHeapScan_freeSnapshot(&raw) }
+  deinit {
+    if reserved {
+      var out = CPerfAlloc_Reserved()
+      CPerfAlloc_releaseReservedAddresses(&out)
+    }
+    CPerfHeapScan_freeSnapshot(&raw)
+  }
 }

@@ -37,6 +37,9 @@ public struct LeaksReport: Codable, Sendable, Equatable {
   /// when the recording started and named blocks allocated later (reused addresses, not
   /// references).
   public var staleRootWords: Int?
+  /// What the recording did against dangling pointers older than it (nil without the
+  /// snapshot): the addresses they named were kept off new blocks.
+  public var danglingAddresses: DanglingAddresses?
   public var edgeCount: Int
   /// Leaked blocks that a suppression matched (with what they alone keep alive).
   public var suppressedCount: Int
@@ -66,6 +69,25 @@ public struct LeaksReport: Codable, Sendable, Equatable {
     public var blockedThreads: Int
     /// Listing, scanning and classifying (the scenario was paused that long).
     public var analysisMilliseconds: Double
+  }
+
+  /// Values that named freed heap memory in an older block or a global when the recording
+  /// started: no block allocated while recording was allowed to cover one (a block
+  /// glibc returned over one was held aside, unused, until the scan), so none of those
+  /// words can read as a reference to a new block.
+  public struct DanglingAddresses: Codable, Sendable, Equatable {
+    public var reserved: Int
+    public var blocksHeldAside: Int
+    public var bytesHeldAside: Int
+    /// Blocks handed out over a reserved address anyway (no room left to hold more).
+    public var notAvoided: Int
+
+    public init(reserved: Int, blocksHeldAside: Int, bytesHeldAside: Int, notAvoided: Int) {
+      self.reserved = reserved
+      self.blocksHeldAside = blocksHeldAside
+      self.bytesHeldAside = bytesHeldAside
+      self.notAvoided = notAvoided
+    }
   }
 
   public struct CycleCount: Codable, Sendable, Equatable {

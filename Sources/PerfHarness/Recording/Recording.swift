@@ -30,7 +30,10 @@ final class Recording {
     try timeProfiler?.start()
     let tracksBlocks = configuration.instruments.contains(.allocations) || configuration.instruments.contains(.leaks)
     if tracksBlocks && allocationRecorder == nil && allocationRecording == nil {
-      if configuration.instruments.contains(.leaks) { heapSnapshot = HeapSnapshot.take() }
+      if configuration.instruments.contains(.leaks) {
+        heapSnapshot = HeapSnapshot.take()
+        heapSnapshot?.reserveDanglingAddresses()
+      }
       do {
         allocationRecorder = try AllocationRecorder.start(mode: configuration.allocationMode)
       } catch {
@@ -72,12 +75,14 @@ final class Recording {
             options: options)
           allocationRecording = recording
           var withChecks = leaks
+          withChecks.danglingAddresses = heapSnapshot?.releaseDanglingAddresses()
           withChecks.checks = leakChecks.isEmpty ? nil : leakChecks
           leaksResult = .success(withChecks)
         } catch {
           allocationRecording = allocationRecorder.stop()
           leaksResult = .failure(error)
         }
+        _ = heapSnapshot?.releaseDanglingAddresses()
       } else {
         allocationRecording = allocationRecorder.stop()
       }
@@ -93,6 +98,7 @@ final class Recording {
     if let allocationRecorder {
       allocationRecording = allocationRecorder.stop()
       self.allocationRecorder = nil
+      _ = heapSnapshot?.releaseDanglingAddresses()
     }
     stop()
   }

@@ -10,6 +10,9 @@ func corpusCase(_ name: String, _ summary: String, _ body: @escaping @Sendable (
   Scenario(name, summary: summary, variants: [.starter], defaultIterations: 1) { _ in body() }
 }
 
+// Before any recording starts (in every case's process): a C table of dangling pointers.
+LeakCorpus.prepareDanglingPointers()
+
 let scenarios = [
   corpusCase("two-object-cycle", "A and B point at each other", LeakCorpus.twoObjectCycle),
   corpusCase(
@@ -27,6 +30,9 @@ let scenarios = [
   corpusCase(
     "cycle-behind-stale-words", "a reachable realloc'd buffer holds stale copies of a cycle's address",
     LeakCorpus.cycleBehindStaleWords),
+  corpusCase(
+    "cycles-behind-dangling-pointers", "a C table older than the recording points where the cycles get allocated",
+    LeakCorpus.cyclesBehindDanglingPointers),
   corpusCase("many-cycles", "\(LeakCorpus.manyCount) identical two-object cycles", LeakCorpus.manyCycles),
   // A leak check before anything leaked, then one at each mark (--leak-check-at-marks).
   Scenario(

@@ -141,6 +141,29 @@ public enum LeakStaleBuffer {
   nonisolated(unsafe) public static var kept: UnsafeMutableRawPointer?
 }
 
+// Cycles of objects whose size class a C table older than the recording points into with
+// dangling pointers (`LeakCorpus.prepareDanglingPointers`). The payload gives them a size
+// (136 bytes) that little else allocates, so glibc hands them the freed chunks.
+public final class LeakDanglingA {
+  public var b: LeakDanglingB?
+  public var payload: (Int, Int, Int, Int, Int, Int, Int, Int, Int, Int, Int, Int, Int, Int) = (
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0
+  )
+  public init() {}
+}
+public final class LeakDanglingB {
+  public var a: LeakDanglingA?
+  public var payload: (Int, Int, Int, Int, Int, Int, Int, Int, Int, Int, Int, Int, Int, Int) = (
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0
+  )
+  public init() {}
+}
+public enum LeakDanglingTable {
+  /// A C table (not a Swift object) reachable from a global.
+  nonisolated(unsafe) public static var table: UnsafeMutablePointer<UInt>?
+  public static let count = 7  // glibc's per-thread cache holds 7 chunks of a size
+}
+
 // One cycle per generation, checked at each mark.
 public final class LeakCheckedA {
   public var b: LeakCheckedB?
@@ -260,6 +283,33 @@ public enum LeakCorpus {
     free(freed)
     // Still nil, but not provably so: the optimizer turns a literal realloc(nil, n) into malloc(n).
     LeakStaleBuffer.kept = realloc(LeakStaleBuffer.kept, bytes)
+  }
+
+  /// Before the recording: a C table keeps the addresses of objects freed since, the
+  /// size of `LeakDanglingA`. The next objects of that size get those chunks back, so
+  /// unless the recording keeps its new blocks off them, the table's dangling words read
+  /// as references to the case's cycles.
+  @inline(never) public static func prepareDanglingPointers() {
+    let table = UnsafeMutablePointer<UInt>.allocate(capacity: LeakDanglingTable.count)
+    var objects: [LeakDanglingA] = []
+    objects.reserveCapacity(LeakDanglingTable.count)
+    for index in 0..<LeakDanglingTable.count {
+      let object = make(LeakDanglingA.init)
+      table[index] = UInt(bitPattern: Unmanaged.passUnretained(object).toOpaque())
+      objects.append(object)
+    }
+    objects.removeAll()
+    LeakDanglingTable.table = table
+  }
+
+  /// Three two-object cycles, allocated where the dangling table points if nothing stops it.
+  @inline(never) public static func cyclesBehindDanglingPointers() {
+    for _ in 0..<3 {
+      let a = make(LeakDanglingA.init)
+      let b = make(LeakDanglingB.init)
+      a.b = b
+      b.a = a
+    }
   }
 
   @inline(never) public static func checkedCycle() {
