@@ -486,6 +486,15 @@ static inline void scan_root_range(Scanner *sc, uint64_t start, uint64_t end, ui
   }
 }
 
+/// A reference to a Swift object names its start, where a multi-payload enum may have set
+/// the three low (spare) bits. Any other pointer into one is no reference under ARC (bytes
+/// that only look like one, such as the rest of an old pointer under a string copied over
+/// it), so heap words are not followed there. Roots still are: a parked thread may hold
+/// only an interior pointer into an object its caller's frame owns.
+static inline int inside_swift_object(const CPerfHeapScan_Block *target, uint64_t v) {
+  return (target->flags & CPerfHeapScan_BlockSwiftObject) && v - target->start >= 8;
+}
+
 static void scan_words(Scanner *sc, const uint64_t *words, uint64_t n, uint8_t mark, int checkSnapshot) {
   const Index *ix = sc->ix;
   for (uint64_t i = 0; i < n; i++) {
@@ -493,6 +502,7 @@ static void scan_words(Scanner *sc, const uint64_t *words, uint64_t n, uint8_t m
     if (v - ix->minStart >= ix->maxEnd - ix->minStart) continue;
     int64_t b = index_find(ix, v);
     if (b >= 0) {
+      if (mark == CPerfHeapScan_MarkHeldByHolder && inside_swift_object(&ix->blocks[b], v)) continue;
       if (checkSnapshot && stale_root_word(sc, (uint64_t)&words[i], words[i], b)) continue;
       if (sc->rootSources && !sc->rootSources[b]) sc->rootSources[b] = (uint64_t)&words[i];
       sc->marks[b] |= mark;
@@ -563,6 +573,7 @@ static void scan_blocks(Scanner *sc) {
       uint32_t flags = 0;
       if (v != blocks[b].start) {
         if ((uint64_t)b == i) continue;  // interior self-pointer (e.g. dictionary storage)
+        if (inside_swift_object(&blocks[b], v)) continue;
         flags |= CPerfHeapScan_EdgeInterior;
       }
       if (sc->marks[b] & CPerfHeapScan_MarkSideTable) flags |= CPerfHeapScan_EdgeWeak;

@@ -263,6 +263,38 @@ extension ProcessWideRecording {
       }
     }
 
+    /// A heap word naming a Swift object at its start, or with a multi-payload enum's tag in
+    /// its three low spare bits, is a reference; one pointing further inside is not (under
+    /// ARC nothing holds an object that way: the rest of an old pointer under a string
+    /// copied over it, as the Swift runtime's metadata cache left in a scenario's run).
+    @Test(arguments: [0, 3, 12, 20])  // the object is 24 bytes
+    func heapWordsPointingInsideASwiftObject(offset: Int) throws {
+      let cBlock = try #require(malloc(64))
+      defer { free(cBlock) }
+      memset(cBlock, 0, 64)
+      let report = try LeakAnalysis.runOnCleanStack {
+        let recorder = try AllocationRecorder.start(mode: .countsOnly)
+        let first = Self.makeStaleCycle()
+        cBlock.storeBytes(of: first + UInt(offset), toByteOffset: 16, as: UInt.self)
+        LeakAnalysis.scrubStack()
+        var recording = recorder.stop()
+        recording.preexistingBlocks = [
+          RecordedBlock(
+            address: UInt(bitPattern: cBlock), size: 64, metadata: 0, isSwiftObject: false,
+            timestampNanoseconds: 0, stackID: 0, generation: 0, threadID: 0)
+        ]
+        var options = HeapGraph.Options()
+        options.scanCallerStack = false
+        return try LeakAnalysis.scan(recording: recording, symbolizer: nil, options: options)
+      }
+      let leaked = Self.leaked(report, "LeakStale")
+      if offset < 8 {
+        #expect(leaked.isEmpty, "\(leaked)")
+      } else {
+        #expect(leaked.count == 2, "\(leaked)")
+      }
+    }
+
     /// Leaks a two-object cycle and returns the first object's address (as a number).
     @inline(never) static func makeStaleCycle() -> UInt {
       let a = LeakCorpus.make(LeakStaleA.init)
