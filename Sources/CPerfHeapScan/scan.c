@@ -486,13 +486,14 @@ static inline void scan_root_range(Scanner *sc, uint64_t start, uint64_t end, ui
   }
 }
 
-/// A reference to a Swift object names its start, where a multi-payload enum may have set
-/// the three low (spare) bits. Any other pointer into one is no reference under ARC (bytes
-/// that only look like one, such as the rest of an old pointer under a string copied over
-/// it), so heap words are not followed there. Roots still are: a parked thread may hold
-/// only an interior pointer into an object its caller's frame owns.
+/// A reference to a Swift object names its start: on x86_64 a multi-payload enum keeps its
+/// tag in the high spare bits (masked off here), never the low ones. Any other pointer into
+/// one is no reference under ARC (bytes that only look like one, such as the rest of an old
+/// pointer under a string copied over it), so heap words are not followed there. Roots
+/// still are: a parked thread may hold only an interior pointer into an object its
+/// caller's frame owns.
 static inline int inside_swift_object(const CPerfHeapScan_Block *target, uint64_t v) {
-  return (target->flags & CPerfHeapScan_BlockSwiftObject) && v - target->start >= 8;
+  return (target->flags & CPerfHeapScan_BlockSwiftObject) && v != target->start;
 }
 
 static void scan_words(Scanner *sc, const uint64_t *words, uint64_t n, uint8_t mark, int checkSnapshot) {

@@ -8,8 +8,8 @@
 // of its stack mapping, including static TLS, and every thread's registers), then every
 // live block's words, and resumes the threads. A word is a pointer to a block when, with
 // its top 16 bits masked, it falls inside the block (interior pointers count, except that a
-// heap word pointing into a Swift object past its first 8 bytes is no reference: ARC
-// references name the object's start, low spare bits aside).
+// heap word pointing inside a Swift object rather than at its start is no reference: ARC
+// references name the object's start).
 //
 // Swift awareness: blocks flagged CPerfHeapScan_BlockSwiftObject skip word 1 (refcount).
 // When that word reads bit63|bit62|(sideTable >> 3) and sideTable is a live block whose
