@@ -67,6 +67,8 @@ let package = Package(
     // The leaks corpus: shared by the in-process tests and an executable that runs each
     // case as a scenario (built in release by `make test`, checked by a test).
     .target(name: "LeakCorpusCases", path: "Tests/Fixtures/LeakCorpusCases"),
+    // Code the sampler's unwinder must handle as libunwind does (a leaf without an FDE).
+    .target(name: "UnwindCases", path: "Tests/Fixtures/UnwindCases"),
     .executableTarget(
       name: "perfharness-leak-corpus", dependencies: ["PerfHarnessCLI", "PerfHarness", "LeakCorpusCases"],
       path: "Tests/Fixtures/LeakCorpus"),
@@ -93,7 +95,8 @@ let package = Package(
     .testTarget(
       name: "PerfHarnessTests",
       dependencies: [
-        "PerfHarness", "LeakCorpusCases", .product(name: "PropertyBased", package: "swift-property-based"),
+        "PerfHarness", "LeakCorpusCases", "UnwindCases",
+        .product(name: "PropertyBased", package: "swift-property-based"),
       ]),
     .testTarget(name: "PerfReportsTests", dependencies: ["PerfReports"]),
     .testTarget(

@@ -477,10 +477,21 @@ static int walk(const ucontext_t *uc, uint64_t ip, uint64_t sp, uint64_t bp, boo
         }
       }
     }
-    if (meet && !leaf && sp >= meet->sp) {
-      if (sp != meet->sp || ip != meet->ip || bp != meet->bp) return -1;
-      *met = true;
-      return n;
+    if (meet && !leaf) {
+      if (sp >= meet->sp) {
+        if (sp != meet->sp || ip != meet->ip || bp != meet->bp) return -1;
+        *met = true;
+        return n;
+      }
+      // libunwind steps out of a frame without unwind information (the Swift runtime's
+      // metadata accessor thunks) along the frame-pointer chain, skipping the caller and
+      // making up sp: the walk then comes out at the rejoin frame's return address and
+      // frame pointer below its sp. Under a frame-pointer rule the rest of the walk reads
+      // only bp and the words above it, which the last walk's frames were checked against.
+      if (ip == meet->ip && bp == meet->bp && (rule_lookup(ip << 1) & 3) == RULE_FP) {
+        *met = true;
+        return n;
+      }
     }
     uint64_t key = (ip << 1) | (leaf ? 1 : 0);
     uint32_t rule = ip < RULE_MAX_PC ? rule_lookup(key) : 0;
@@ -557,6 +568,9 @@ static int walk(const ucontext_t *uc, uint64_t ip, uint64_t sp, uint64_t bp, boo
     leaf = false;
   }
 #undef STACK_WORD
+  // A walk on a partial copy that stops before the rejoin frame read words the copy does
+  // not hold (or the stack changed): it is no stack, and must not pass for a short one.
+  if (meet && n < max) return -1;
   if (next) {
     if (n == max) next->end = TRACE_END_DEPTH;
     next->count = recorded <= TRACE_FRAMES ? recorded : 0;
@@ -781,6 +795,7 @@ uint64_t CPerfSampler_fastSamples(void) {
 }
 uint64_t CPerfSampler_unwinderMismatches(void) { return atomic_load(&g_mismatches); }
 uint64_t CPerfSampler_rejoinedSamples(void) { return atomic_load(&g_rejoined); }
+uint64_t CPerfSampler_unwindFallbacks(void) { return atomic_load(&g_fallbacks); }
 int32_t CPerfSampler_activeUnwinder(void) { return atomic_load(&g_unwinderActive); }
 
 // MARK: - Signal handler

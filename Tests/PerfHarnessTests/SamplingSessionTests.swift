@@ -2,6 +2,7 @@ import CPerfSampler
 import Dispatch
 import Glibc
 import Testing
+import UnwindCases
 
 @testable import PerfHarness
 
@@ -337,6 +338,27 @@ extension ProcessWideRecording {
       #expect(
         CPerfSampler_unwinderMismatches() == 0,
         "\(CPerfSampler_unwinderMismatches()) of \(CPerfSampler_fastSamples()) fast stacks differ from libunwind")
+    }
+
+    /// A sample in a leaf without unwind information (the Swift runtime's metadata accessor
+    /// thunks have none) is deferred; libunwind guesses its caller from the frame-pointer
+    /// chain, with a made-up stack pointer, so the walk on the partial copy never reaches the
+    /// last walk's frame at its stack pointer. Those stacks too must come out as libunwind's,
+    /// and be finished from the last walk rather than given up.
+    @Test func leavesWithoutUnwindInfoMatchLibunwind() throws {
+      CPerfSampler_setUnwinder(2)  // verify
+      defer { CPerfSampler_setUnwinder(-1) }
+      let session = try SamplingSession.start(SamplerConfiguration())
+      let me = CPerfSampler_gettid()
+      Self.blackHole(UnwindCases_spinInLeafWithoutUnwindInfo(400_000_000))
+      let result = session.stop()
+      let mine = result.samples.filter { $0.threadID == me }
+      #expect(mine.count >= 20, "only \(mine.count) samples")
+      #expect(CPerfSampler_rejoinedSamples() > 0, "no sample was finished from the last walk")
+      #expect(
+        CPerfSampler_unwinderMismatches() == 0,
+        "\(CPerfSampler_unwinderMismatches()) of \(CPerfSampler_fastSamples()) fast stacks differ from libunwind")
+      #expect(CPerfSampler_unwindFallbacks() == 0, "stacks cut short")
     }
 
     /// The fast unwinder (per-PC rules applied to the interrupted stack) must produce the

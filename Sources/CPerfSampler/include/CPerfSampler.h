@@ -127,6 +127,9 @@ uint64_t CPerfSampler_unwinderMismatches(void);
 /// Samples of the last session that met a PC without a rule and were finished from the
 /// thread's previous walk (only the stack up to a caller frame it still held was copied).
 uint64_t CPerfSampler_rejoinedSamples(void);
+/// Samples of the last session (or the running one) whose stack came out short of what
+/// the unwinder could see (unwindFallbacks in CPerfSampler_Stats), readable after release.
+uint64_t CPerfSampler_unwindFallbacks(void);
 /// The unwinder the last (or running) session used: 0 auto, 1 libunwind, 2 verify.
 int32_t CPerfSampler_activeUnwinder(void);
 

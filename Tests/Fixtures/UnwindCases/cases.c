@@ -1,0 +1,37 @@
+#include "UnwindCases.h"
+
+#include <time.h>
+
+// No .cfi directives: the assembler emits no FDE for it. Thousands of distinct PCs, so
+// most samples that land here meet a PC the sampler has not learned yet (and defer).
+__asm__(".text\n"
+        ".p2align 4\n"
+        ".type unwind_cases_leaf_without_fde,@function\n"
+        "unwind_cases_leaf_without_fde:\n"
+        "  movq %rdi, %rax\n"
+        ".rept 16384\n"
+        "  addq $1, %rax\n"
+        ".endr\n"
+        "  ret\n"
+        ".size unwind_cases_leaf_without_fde, .-unwind_cases_leaf_without_fde\n");
+
+static uint64_t thread_cpu_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t unwind_cases_leaf_without_fde(uint64_t value);
+
+__attribute__((noinline)) uint64_t UnwindCases_spinInLeafWithoutUnwindInfo(uint64_t nanoseconds) {
+  uint64_t start = thread_cpu_ns(), total = 0;
+  while (thread_cpu_ns() - start < nanoseconds) {
+    for (int i = 0; i < 64; i++) total = unwind_cases_leaf_without_fde(total);
+    // About as long in this frame (with unwind information), so the thread's last walk
+    // holds the callers when a sample lands in the leaf.
+    volatile uint64_t x = total;
+    for (int i = 0; i < 64 * 16384 / 4; i++) x = x * 6364136223846793005u + 1;
+    total += x;
+  }
+  return total;
+}

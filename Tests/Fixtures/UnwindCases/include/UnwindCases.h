@@ -1,0 +1,13 @@
+#ifndef UNWIND_CASES_H
+#define UNWIND_CASES_H
+#include <stdint.h>
+
+// Code the sampler's unwinder must handle as libunwind does, for the sampler's tests.
+
+/// Spends `nanoseconds` of the thread's CPU time, about half of it in a leaf that has no
+/// unwind information (no FDE), called from a C function with a frame pointer: the shape
+/// of the Swift runtime's metadata accessor thunks (`$sSnMa`: two `lea`s and a `jmp`),
+/// where libunwind guesses the caller from the frame-pointer chain. Returns a checksum.
+uint64_t UnwindCases_spinInLeafWithoutUnwindInfo(uint64_t nanoseconds);
+
+#endif
