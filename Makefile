@@ -1,6 +1,7 @@
 # perfharness: `make run` and `make test` do all the set-up on a fresh Debian machine that
 # has the Swift toolchain.
 SWIFT ?= swift
+SHELL := /bin/bash
 SYSTEM_PACKAGES := libunwind-dev libdw-dev
 # The HTML report's tests open it in a real headless browser.
 TEST_PACKAGES := chromium
@@ -39,7 +40,12 @@ test: setup lint
 	@$(MAKE) --no-print-directory setup SYSTEM_PACKAGES="$(TEST_PACKAGES)"
 	$(SWIFT) build --build-tests -Xswiftc -warnings-as-errors
 	$(SWIFT) build -c release --product perfharness-leak-corpus
-	$(SWIFT) test --skip-build
+	@# The log is kept, and a failure ends with its failed expectations: CI shows only
+	@# the tail of a run, where otherwise only the suites' summaries would be.
+	@set -o pipefail; $(SWIFT) test --skip-build 2>&1 | tee .build/test.log || { \
+	  echo "== failed tests (whole log: .build/test.log) =="; \
+	  grep -E "recorded an issue|^↳ [^/]|with [0-9]+ issues?\.$$" .build/test.log | grep -v "Suite\|Test run\|Testing Library\|Target Platform" | tail -60; \
+	  exit 1; }
 	@$(MAKE) --no-print-directory test-tsan
 
 ## test-tsan: the suites ThreadSanitizer can judge, in their own build folder (.build-tsan).
