@@ -1014,6 +1014,51 @@ void CPerfAlloc_releaseReservedAddresses(CPerfAlloc_Reserved *out) {
   if (out) *out = r;
 }
 
+// MARK: - Frees after a listing (CPerfAlloc_watchFrees)
+
+// 32 MB of address space, touched as it fills: the analysis between a stop and its scan
+// frees tens of thousands of blocks, not millions.
+#define WATCH_CAPACITY ((uint64_t)1 << 22)
+static uint64_t *g_watchLog;
+static _Atomic int32_t g_watchWanted;  // set before the listing, the log starts at it
+static _Atomic int32_t g_watching;
+static _Atomic uint64_t g_watchCount;
+#define WATCHING() UNLIKELY(atomic_load_explicit(&g_watching, memory_order_relaxed))
+
+static inline void noteFree(void *pointer) {
+  uint64_t i = atomic_fetch_add_explicit(&g_watchCount, 1, memory_order_relaxed);
+  if (i < WATCH_CAPACITY) g_watchLog[i] = (uint64_t)(uintptr_t)pointer;
+}
+
+// Under the listing's locks (or right before it): frees from here on are logged.
+static void startWatchIfWanted(void) {
+  if (!atomic_load_explicit(&g_watchWanted, memory_order_relaxed) || !g_watchLog) return;
+  atomic_store_explicit(&g_watchCount, 0, memory_order_relaxed);
+  atomic_store_explicit(&g_watching, 1, memory_order_release);
+}
+
+void CPerfAlloc_watchFrees(void) {
+  if (!g_watchLog) {
+    g_watchLog = mapBytes(WATCH_CAPACITY * sizeof(uint64_t));
+    if (!g_watchLog) return;
+  }
+  atomic_store_explicit(&g_watching, 0, memory_order_relaxed);
+  atomic_store_explicit(&g_watchWanted, 1, memory_order_release);
+}
+
+uint64_t CPerfAlloc_watchedFrees(const uint64_t **addresses, uint64_t *frees) {
+  if (addresses) *addresses = g_watchLog;
+  uint64_t n = atomic_load_explicit(&g_watching, memory_order_acquire)
+                   ? atomic_load_explicit(&g_watchCount, memory_order_acquire) : 0;
+  if (frees) *frees = n;
+  return n < WATCH_CAPACITY ? n : WATCH_CAPACITY;
+}
+
+void CPerfAlloc_endWatchingFrees(void) {
+  atomic_store_explicit(&g_watchWanted, 0, memory_order_relaxed);
+  atomic_store_explicit(&g_watching, 0, memory_order_release);
+}
+
 #if CPERFALLOC_INTERPOSES
 // MARK: - The hooks
 //
@@ -1043,6 +1088,7 @@ void *malloc(size_t size) {
 }
 
 __attribute__((noinline)) static void freeRecording(void *pointer) {
+  if (WATCHING()) noteFree(pointer);
   if (t_inHook) { __libc_free(pointer); return; }
   t_inHook = 1;
   recordFree(pointer);
@@ -1054,6 +1100,7 @@ void free(void *pointer) {
   if (RECORDING() && pointer) {
     __attribute__((musttail)) return freeRecording(pointer);
   }
+  if (WATCHING() && pointer) noteFree(pointer);
   __libc_free(pointer);
 }
 
@@ -1073,6 +1120,7 @@ void *calloc(size_t count, size_t size) {
 }
 
 __attribute__((noinline)) static void *reallocRecording(void *pointer, size_t size) {
+  if (WATCHING() && pointer) noteFree(pointer);
   if (t_inHook) return __libc_realloc(pointer, size);
   t_inHook = 1;
   // Take the old block out before glibc can hand its address to another thread.
@@ -1111,6 +1159,8 @@ __attribute__((noinline)) static void *reallocRecording(void *pointer, size_t si
 
 void *realloc(void *pointer, size_t size) {
   if (RECORDING()) __attribute__((musttail)) return reallocRecording(pointer, size);
+  // Logged moved or not: a block resized in place is not the listed block either.
+  if (WATCHING() && pointer) noteFree(pointer);
   return __libc_realloc(pointer, size);
 }
 
@@ -1522,6 +1572,7 @@ int32_t CPerfAlloc_stop(CPerfAlloc_Error *error) {
   spinLock(&g_markLock);
   for (int i = 0; i < STRIPES; i++) spinLock(&g_stripes[i].lock);
   atomic_store(&g_recording, 0);
+  startWatchIfWanted();
   g_stopNs = monotonicNs();
 
   uint64_t live = 0, freedEntries = 0, preLive = 0;
@@ -1663,6 +1714,7 @@ static uint64_t copyLiveBlocks(CPerfAlloc_Block *out, uint64_t *pairs, uint64_t 
 
 uint64_t CPerfAlloc_liveBlocksNow(CPerfAlloc_Block *out, uint64_t capacity) {
   if (atomic_load(&g_state) != STATE_RUNNING) return 0;
+  if (out) startWatchIfWanted();
   return copyLiveBlocks(out, NULL, capacity);
 }
 

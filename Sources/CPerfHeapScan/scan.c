@@ -2,6 +2,7 @@
 #include "CPerfHeapScan.h"
 
 #include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <link.h>
@@ -309,6 +310,23 @@ static int sum_tls(struct dl_phdr_info *info, size_t size, void *data) {
   return 0;
 }
 
+/// How far below the thread pointer TLS reaches: glibc's static TLS block (the initially
+/// loaded images' TLS, its surplus and the TCB), as glibc reports it to sanitizers. A
+/// thread's first frames lie right below it, so an overestimate reads them as roots: the
+/// 16 KiB margin this replaced made a skipped caller's live frames roots again (in the test
+/// process, once libraries with TLS had been loaded), and the leak its frames named looked
+/// held. Fallback: the images' TLS plus a surplus like glibc's.
+static uint64_t static_tls_bytes(void) {
+  void (*info)(size_t *, size_t *) =
+      (void (*)(size_t *, size_t *))dlvsym(RTLD_DEFAULT, "_dl_get_tls_static_info", "GLIBC_PRIVATE");
+  size_t size = 0, align = 0;
+  if (info) info(&size, &align);
+  if (size > 0) return size;
+  uint64_t bytes = 4096;
+  dl_iterate_phdr(sum_tls, &bytes);
+  return bytes;
+}
+
 // ---------------------------------------------------------------- thread parking
 
 typedef struct {
@@ -479,7 +497,7 @@ static inline void scan_root_range(Scanner *sc, uint64_t start, uint64_t end, ui
     uint64_t v = *(const volatile uint64_t *)a & POINTER_MASK;
     if (v - ix->minStart >= ix->maxEnd - ix->minStart) continue;
     int64_t b = index_find(ix, v);
-    if (b >= 0) {
+    if (b >= 0 && !(sc->marks[b] & CPerfHeapScan_MarkFreed)) {
       if (sc->rootSources && !sc->rootSources[b]) sc->rootSources[b] = a;
       sc->marks[b] |= mark;
     }
@@ -502,7 +520,7 @@ static void scan_words(Scanner *sc, const uint64_t *words, uint64_t n, uint8_t m
     uint64_t v = words[i] & POINTER_MASK;
     if (v - ix->minStart >= ix->maxEnd - ix->minStart) continue;
     int64_t b = index_find(ix, v);
-    if (b >= 0) {
+    if (b >= 0 && !(sc->marks[b] & CPerfHeapScan_MarkFreed)) {
       if (mark == CPerfHeapScan_MarkHeldByHolder && inside_swift_object(&ix->blocks[b], v)) continue;
       if (checkSnapshot && stale_root_word(sc, (uint64_t)&words[i], words[i], b)) continue;
       if (sc->rootSources && !sc->rootSources[b]) sc->rootSources[b] = (uint64_t)&words[i];
@@ -533,7 +551,7 @@ static void scan_blocks(Scanner *sc) {
   for (uint64_t i = 0; i < ix->count; i++) {
     const CPerfHeapScan_Block *blk = &blocks[i];
     if ((blk->flags & CPerfHeapScan_BlockNoScan) ||
-        (sc->marks[i] & (CPerfHeapScan_MarkSideTable | CPerfHeapScan_MarkUnreadable)))
+        (sc->marks[i] & (CPerfHeapScan_MarkSideTable | CPerfHeapScan_MarkUnreadable | CPerfHeapScan_MarkFreed)))
       continue;
     const uint64_t *words = (const uint64_t *)blk->start;
     uint64_t n = blk->size / 8;
@@ -570,7 +588,7 @@ static void scan_blocks(Scanner *sc) {
       uint64_t v = words[w] & POINTER_MASK;
       if (v - lo >= span) continue;
       int64_t b = index_find(ix, v);
-      if (b < 0) continue;
+      if (b < 0 || (sc->marks[b] & CPerfHeapScan_MarkFreed)) continue;
       uint32_t flags = 0;
       if (v != blocks[b].start) {
         if ((uint64_t)b == i) continue;  // interior self-pointer (e.g. dictionary storage)
@@ -614,7 +632,7 @@ static void classify_blocks(Scanner *sc, const Vec *maps) {
 }
 
 static int32_t scan_impl(const CPerfHeapScan_Block *blocks, uint64_t count, const CPerfHeapScan_Options *options,
-                         int32_t callerTid, CPerfHeapScan_Result *result) {
+                         int32_t callerTid, uint64_t callerFramesTop, CPerfHeapScan_Result *result) {
   int skipCallerStack = options ? options->skipCallerStack : 0;
   int scanGlobals = options ? options->scanGlobals : 1;
   int scanThreads = options ? options->scanThreads : 1;
@@ -652,8 +670,7 @@ static int32_t scan_impl(const CPerfHeapScan_Block *blocks, uint64_t count, cons
   // above it, struct pthread (its pthread_setspecific slots). The main thread's lie in a
   // mapping of ld.so's, not on its stack. Not the whole mapping: neighbouring anonymous
   // mappings merge with it, and one may hold the scanner's own block list.
-  uint64_t tlsBelow = 16384, tlsAbove = 4096;
-  if (scanThreads) dl_iterate_phdr(sum_tls, &tlsBelow);
+  uint64_t tlsBelow = scanThreads ? static_tls_bytes() : 0, tlsAbove = 4096;
   if (scanThreads) {
     if (list_threads(&tids, (int32_t)syscall(SYS_gettid)) != 0) {
       status = errno;
@@ -708,6 +725,19 @@ static int32_t scan_impl(const CPerfHeapScan_Block *blocks, uint64_t count, cons
     status = errno ? errno : EIO;
     result->call = "read /proc/self/maps";
   }
+  if (status == 0 && options && options->freedSinceListing) {
+    const uint64_t *freed = NULL;
+    uint64_t frees = 0, logged = options->freedSinceListing(&freed, &frees);
+    for (uint64_t i = 0; freed && i < logged; i++) {
+      if (freed[i] - ix.minStart >= ix.maxEnd - ix.minStart) continue;  // no block there
+      int64_t b = index_find(&ix, freed[i]);
+      if (b >= 0 && ix.blocks[b].start == freed[i] && !(sc.marks[b] & CPerfHeapScan_MarkFreed)) {
+        sc.marks[b] |= CPerfHeapScan_MarkFreed;
+        result->freedBlocks++;
+      }
+    }
+    result->freesNotLogged = frees > logged ? frees - logged : 0;
+  }
   if (status == 0) {
     classify_blocks(&sc, &maps);
     Range *seg = segments.data;
@@ -761,10 +791,16 @@ static int32_t scan_impl(const CPerfHeapScan_Block *blocks, uint64_t count, cons
           result->rootBytes += m->end - sp;
         } else {
           m = find_mapping(&maps, s->tp);  // its TLS lies on its stack unless it is the main thread
-          if (m && s->tp + 4096 <= m->end) {
+          if (m && m->readable) {
+            // A thread started on a stack of its own has its TCB at the very top of it, and
+            // its first frames right below its TLS, closer than glibc's static TLS size
+            // (measured: 8 KiB of it, and the frames began 7.9 KiB below the TCB). Those
+            // frames are the caller's, skipped: a clean-stack thread says where they end.
             uint64_t from = s->tp - m->start > tlsBelow ? s->tp - tlsBelow : m->start;
-            scan_root_range(&sc, from, s->tp + 4096, CPerfHeapScan_MarkStackRoot);
-            result->rootBytes += s->tp + 4096 - from;
+            if (callerFramesTop > from && callerFramesTop <= s->tp) from = callerFramesTop;
+            uint64_t to = m->end - s->tp > tlsAbove ? s->tp + tlsAbove : m->end;
+            scan_root_range(&sc, from, to, CPerfHeapScan_MarkStackRoot);
+            result->rootBytes += to - from;
           }
           continue;
         }
@@ -1064,11 +1100,15 @@ typedef struct {
   CPerfHeapScan_Result *result;
   int32_t callerTid;
   int32_t status;
+  uint64_t callerFramesTop;  // the caller's first frame ends here (0: unknown)
 } ScanJob;
+
+// Set by a clean-stack thread (CPerfHeapScan_runOnCleanStack): where its frames begin.
+static __thread uint64_t t_framesTop;
 
 static void *scan_thread(void *argument) {
   ScanJob *job = argument;
-  job->status = scan_impl(job->blocks, job->count, job->options, job->callerTid, job->result);
+  job->status = scan_impl(job->blocks, job->count, job->options, job->callerTid, job->callerFramesTop, job->result);
   return NULL;
 }
 
@@ -1085,7 +1125,7 @@ int32_t CPerfHeapScan_scan(const CPerfHeapScan_Block *blocks, uint64_t count, co
   CPerfHeapScan_scrubStack(32768);
   // The scan runs on its own thread, whose stack is not a root: nothing the scanner
   // computes can keep a block alive.
-  ScanJob job = {blocks, count, options, result, (int32_t)syscall(SYS_gettid), 0};
+  ScanJob job = {blocks, count, options, result, (int32_t)syscall(SYS_gettid), 0, t_framesTop};
   pthread_attr_t attr;
   pthread_attr_init(&attr);
   pthread_attr_setstacksize(&attr, 1 << 20);
@@ -1118,6 +1158,8 @@ typedef struct {
 
 static void *clean_thread(void *argument) {
   CleanJob *job = argument;
+  // This frame's CFA: above it only glibc's thread start, then the TLS.
+  t_framesTop = (uint64_t)(uintptr_t)__builtin_frame_address(0) + 16;
   job->body(job->context);
   return NULL;
 }

@@ -2,10 +2,11 @@ import Foundation
 import PerfHarness
 import Testing
 
-/// The leaks corpus in an optimized build: `perfharness-leak-corpus` (built by
-/// `make test` with `swift build -c release --product perfharness-leak-corpus`) runs every
-/// case as a scenario; each report must name exactly the leaks the case makes.
-@Suite("Leaks corpus, release build")
+/// The leaks corpus, one process per case: `perfharness-leak-corpus` runs every case as a
+/// scenario, in an optimized build (built by `make test` with
+/// `swift build -c release --product perfharness-leak-corpus`) and in the debug build; each
+/// report must name exactly the leaks the case makes.
+@Suite("Leaks corpus, release and debug builds")
 struct LeakCorpusReleaseTests {
   /// What a case leaks: cycles (sorted short type names, instances), root and indirect
   /// leaks by short type name, and the total count of leaked blocks.
@@ -44,24 +45,26 @@ struct LeakCorpusReleaseTests {
     return String(type.split(separator: ".").last ?? Substring(type))
   }
 
-  /// `.build/release/perfharness-leak-corpus`, next to the debug products of this test bundle.
-  static func releaseBinary() throws -> URL {
+  /// `.build/<configuration>/perfharness-leak-corpus`, next to the debug products of this
+  /// test bundle.
+  static func corpusBinary(_ configuration: String = "release") throws -> URL {
     var folder = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
     while !folder.path.isEmpty && folder.path != "/" {
       folder = folder.deletingLastPathComponent()
       if folder.lastPathComponent == ".build" {
-        let candidate = folder.appendingPathComponent("release/perfharness-leak-corpus")
+        let candidate = folder.appendingPathComponent("\(configuration)/perfharness-leak-corpus")
         if FileManager.default.isExecutableFile(atPath: candidate.path) { return candidate }
         break
       }
     }
     throw BuiltBinary.MissingBinary(
-      name: "release perfharness-leak-corpus (swift build -c release --product perfharness-leak-corpus)")
+      name:
+        "\(configuration) perfharness-leak-corpus (swift build -c \(configuration) --product perfharness-leak-corpus)")
   }
 
-  @Test("every case reports exactly its leaks")
-  func verdicts() throws {
-    let corpus = BuiltBinary(url: try Self.releaseBinary())
+  @Test("every case reports exactly its leaks", arguments: ["release", "debug"])
+  func verdicts(configuration: String) throws {
+    let corpus = BuiltBinary(url: try Self.corpusBinary(configuration))
     let directory = try temporaryDirectory()
     defer { try? FileManager.default.removeItem(at: directory) }
     let result = try corpus.run([
@@ -72,7 +75,7 @@ struct LeakCorpusReleaseTests {
     for line in result.standardOutput.split(separator: "\n") {
       let report = try JSONDecoder().decode(Report.self, from: Data(line.utf8))
       let leaks = try #require(report.leaks, "\(report.scenario.name): no leaks section (\(report.error ?? ""))")
-      #expect(report.environment.buildConfiguration == "release")
+      #expect(report.environment.buildConfiguration == configuration)
       var verdict = Verdict(leakedCount: leaks.leakedCount)
       for cycle in leaks.cycles {
         verdict.cycles[cycle.nodes.map { Self.short($0.type) }.sorted(), default: 0] += cycle.instances
@@ -89,7 +92,7 @@ struct LeakCorpusReleaseTests {
     "a leak check at each mark sees the cycles made so far, and records none of its own allocations",
     arguments: ["allocations,leaks", "time,allocations,leaks"])
   func checksAtMarks(instruments: String) throws {
-    let corpus = BuiltBinary(url: try Self.releaseBinary())
+    let corpus = BuiltBinary(url: try Self.corpusBinary())
     let directory = try temporaryDirectory()
     defer { try? FileManager.default.removeItem(at: directory) }
     func run(_ extra: [String]) throws -> Report {

@@ -14,18 +14,41 @@ extension ProcessWideRecording {
   struct LeakCorpusTests {
     static let manyCount = LeakCorpus.manyCount
 
-    /// Records `body`, scrubs the stack it ran on, scans.
+    /// Records `body`, scrubs the stack it ran on, scans. With `until` (whether the report
+    /// found the leak the case makes), a run that missed it is recorded again.
     @inline(never)
     static func record(
-      symbolizer: Symbolizer? = nil, suppressions: LeakSuppressions = .none, _ body: () -> Void
+      symbolizer: Symbolizer? = nil, suppressions: LeakSuppressions = .none,
+      until found: ((LeaksReport) -> Bool)? = nil, _ body: () -> Void
     ) throws -> LeaksReport {
-      // A fresh, zeroed stack: no stale slot of earlier tests lies above the case.
-      try LeakAnalysis.runOnCleanStack {
-        let recorder = try AllocationRecorder.start(mode: .fullStacks)
-        body()
-        LeakAnalysis.scrubStack()
-        return try LeakAnalysis.stopAndScan(recorder: recorder, symbolizer: symbolizer, suppressions: suppressions).1
+      try retried(until: found) {
+        // A fresh, zeroed stack: no stale slot of earlier tests lies above the case.
+        try LeakAnalysis.runOnCleanStack {
+          let recorder = try AllocationRecorder.start(mode: .fullStacks)
+          body()
+          LeakAnalysis.scrubStack()
+          return try LeakAnalysis.stopAndScan(recorder: recorder, symbolizer: symbolizer, suppressions: suppressions)
+            .1
+        }
       }
+    }
+
+    /// Runs `attempt` up to three times while `found` says it missed the leak it looks for.
+    /// This test process runs a dozen threads whose stacks the conservative scan reads as
+    /// roots, with stale words among their live frames; one that names the address a leaked
+    /// block got keeps it reachable. The causes measured here are fixed (the scanning thread's
+    /// own first frames read as its TLS; blocks freed after the listing and reused: see
+    /// aSkippedCallersFirstFramesAreNoRoots and blocksFreedAfterTheListingAreLeftOut), but
+    /// another thread's stale slot is not something this process controls. A false positive,
+    /// a leak where there is none, is never retried, and the corpus runs one process per
+    /// case, exact and without retries, in LeakCorpusReleaseTests (release and debug builds).
+    static func retried(until found: ((LeaksReport) -> Bool)?, _ attempt: () throws -> LeaksReport) rethrows
+      -> LeaksReport
+    {
+      var report = try attempt()
+      guard let found else { return report }
+      for _ in 0..<2 where !found(report) { report = try attempt() }
+      return report
     }
 
     /// Leaked types matching `marker` (root, indirect, cycle members), with counts.
@@ -50,7 +73,7 @@ extension ProcessWideRecording {
     }
 
     @Test func twoObjectCycle() throws {
-      let report = try Self.record(LeakCorpus.twoObjectCycle)
+      let report = try Self.record(until: { !Self.cycles($0, "LeakTwo").isEmpty }, LeakCorpus.twoObjectCycle)
       let cycles = Self.cycles(report, "LeakTwo")
       #expect(cycles.count == 1)
       let cycle = try #require(cycles.first)
@@ -66,7 +89,9 @@ extension ProcessWideRecording {
     }
 
     @Test func closureCapturingSelfAndAnotherValue() throws {
-      let report = try Self.record(LeakCorpus.closureWithOtherCapture)
+      let report = try Self.record(
+        until: { !Self.cycles($0, "LeakClosureOwner").isEmpty && !Self.leaked($0, "LeakClosureOther").isEmpty },
+        LeakCorpus.closureWithOtherCapture)
       let cycles = Self.cycles(report, "LeakClosureOwner")
       #expect(cycles.count == 1)
       let cycle = try #require(cycles.first)
@@ -84,7 +109,7 @@ extension ProcessWideRecording {
     }
 
     @Test func closureCapturingOnlySelf() throws {
-      let report = try Self.record(LeakCorpus.selfOnlyClosure)
+      let report = try Self.record(until: { !Self.cycles($0, "LeakSelfOnlyOwner").isEmpty }, LeakCorpus.selfOnlyClosure)
       let cycles = Self.cycles(report, "LeakSelfOnlyOwner")
       #expect(cycles.count == 1)
       let cycle = try #require(cycles.first)
@@ -96,7 +121,7 @@ extension ProcessWideRecording {
     }
 
     @Test func strongDelegateCycle() throws {
-      let report = try Self.record(LeakCorpus.delegateCycle)
+      let report = try Self.record(until: { !Self.cycles($0, "LeakTaskController").isEmpty }, LeakCorpus.delegateCycle)
       let cycles = Self.cycles(report, "LeakTaskController")
       #expect(cycles.count == 1)
       let cycle = try #require(cycles.first)
@@ -112,7 +137,9 @@ extension ProcessWideRecording {
     }
 
     @Test func weakAndUnownedBackReferencesAreNotCycles() throws {
-      let report = try Self.record(LeakCorpus.leakedWithWeakAndUnownedBackReferences)
+      let report = try Self.record(
+        until: { Self.leaked($0, "LeakWeak").count + Self.leaked($0, "LeakUnowned").count == 4 },
+        LeakCorpus.leakedWithWeakAndUnownedBackReferences)
       #expect(Self.cycles(report, "LeakWeakParent").isEmpty)
       #expect(Self.cycles(report, "LeakUnownedParent").isEmpty)
       let roots = Set(report.rootLeaks.map { Self.short($0.type) })
@@ -123,7 +150,7 @@ extension ProcessWideRecording {
     }
 
     @Test func orphanIsARootLeak() throws {
-      let report = try Self.record(LeakCorpus.orphan)
+      let report = try Self.record(until: { !Self.leaked($0, "LeakOrphan").isEmpty }, LeakCorpus.orphan)
       #expect(Self.cycles(report, "LeakOrphan").isEmpty)
       let leak = try #require(report.rootLeaks.first { $0.type.hasSuffix(".LeakOrphan") })
       #expect(leak.count == 1)
@@ -145,7 +172,8 @@ extension ProcessWideRecording {
     }
 
     @Test func identicalCyclesAreAggregated() throws {
-      let report = try Self.record(LeakCorpus.manyCycles)
+      let report = try Self.record(
+        until: { Self.cycles($0, "LeakMany").reduce(0) { $0 + $1.instances } >= Self.manyCount }, LeakCorpus.manyCycles)
       let cycles = Self.cycles(report, "LeakMany")
       #expect(cycles.count == 1)
       #expect(cycles.first?.instances == Self.manyCount)
@@ -154,7 +182,8 @@ extension ProcessWideRecording {
 
     @Test func cyclesCarrySymbolizedAllocationStacks() throws {
       let symbolizer = try Symbolizer()
-      let report = try Self.record(symbolizer: symbolizer, LeakCorpus.twoObjectCycle)
+      let report = try Self.record(
+        symbolizer: symbolizer, until: { !Self.cycles($0, "LeakTwo").isEmpty }, LeakCorpus.twoObjectCycle)
       let cycle = try #require(Self.cycles(report, "LeakTwo").first)
       for node in cycle.nodes {
         #expect(node.allocationStack.contains { $0.symbol.contains("twoObjectCycle") })
@@ -172,7 +201,8 @@ extension ProcessWideRecording {
       let report = try Self.record(suppressions: suppressions, LeakCorpus.suppressedOrphan)
       #expect(Self.leaked(report, "LeakSuppressedOrphan").isEmpty)
       #expect(report.suppressedCount >= 1)
-      let unsuppressed = try Self.record(LeakCorpus.suppressedOrphan)
+      let unsuppressed = try Self.record(
+        until: { !Self.leaked($0, "LeakSuppressedOrphan").isEmpty }, LeakCorpus.suppressedOrphan)
       #expect(Self.leaked(unsuppressed, "LeakSuppressedOrphan").values.reduce(0, +) == 1)
     }
 
@@ -218,38 +248,41 @@ extension ProcessWideRecording {
       memset(cBlock, 0, 64)
       let holder =
         word == "in a C block" ? cBlock : UnsafeMutableRawPointer(Unmanaged.passUnretained(object).toOpaque())
-      let report = try withExtendedLifetime(object) {
-        try LeakAnalysis.runOnCleanStack {
-          let recorder = try AllocationRecorder.start(mode: .countsOnly)
-          let first = Self.makeStaleCycle()
-          Self.snapshotBlocks = [(UInt64(UInt(bitPattern: holder)), 64)]
-          if word != "written after" { holder.storeBytes(of: first, toByteOffset: 24, as: UInt.self) }
-          if word == "live at the snapshot" { Self.snapshotBlocks.append((UInt64(first), 16)) }
-          let snapshot = try #require(
-            HeapSnapshot.take { pairs, capacity in
-              let blocks = LeakCorpusTests.snapshotBlocks
-              if let pairs {
-                for (index, block) in blocks.enumerated() where index < Int(capacity) {
-                  pairs[2 * index] = block.0
-                  pairs[2 * index + 1] = block.1
+      let expectsLeak = word == "unchanged"
+      let report = try Self.retried(until: expectsLeak ? { Self.leaked($0, "LeakStale").count == 2 } : nil) {
+        try withExtendedLifetime(object) {
+          try LeakAnalysis.runOnCleanStack {
+            let recorder = try AllocationRecorder.start(mode: .countsOnly)
+            let first = Self.makeStaleCycle()
+            Self.snapshotBlocks = [(UInt64(UInt(bitPattern: holder)), 64)]
+            if word != "written after" { holder.storeBytes(of: first, toByteOffset: 24, as: UInt.self) }
+            if word == "live at the snapshot" { Self.snapshotBlocks.append((UInt64(first), 16)) }
+            let snapshot = try #require(
+              HeapSnapshot.take { pairs, capacity in
+                let blocks = LeakCorpusTests.snapshotBlocks
+                if let pairs {
+                  for (index, block) in blocks.enumerated() where index < Int(capacity) {
+                    pairs[2 * index] = block.0
+                    pairs[2 * index + 1] = block.1
+                  }
                 }
-              }
-              return UInt64(blocks.count)
-            })
-          if word == "written after" { holder.storeBytes(of: first, toByteOffset: 24, as: UInt.self) }
-          LeakAnalysis.scrubStack()
-          var recording = recorder.stop()
-          let isObject = word != "in a C block"
-          recording.preexistingBlocks = [
-            RecordedBlock(
-              address: UInt(bitPattern: holder), size: 64, metadata: isObject ? holder.load(as: UInt.self) : 0,
-              isSwiftObject: isObject, timestampNanoseconds: 0, stackID: 0, generation: 0, threadID: 0)
-          ]
-          var options = HeapGraph.Options()
-          options.snapshot = snapshot
-          // This frame holds the cycle's address as a number.
-          options.scanCallerStack = false
-          return try LeakAnalysis.scan(recording: recording, symbolizer: nil, options: options)
+                return UInt64(blocks.count)
+              })
+            if word == "written after" { holder.storeBytes(of: first, toByteOffset: 24, as: UInt.self) }
+            LeakAnalysis.scrubStack()
+            var recording = recorder.stop()
+            let isObject = word != "in a C block"
+            recording.preexistingBlocks = [
+              RecordedBlock(
+                address: UInt(bitPattern: holder), size: 64, metadata: isObject ? holder.load(as: UInt.self) : 0,
+                isSwiftObject: isObject, timestampNanoseconds: 0, stackID: 0, generation: 0, threadID: 0)
+            ]
+            var options = HeapGraph.Options()
+            options.snapshot = snapshot
+            // This frame holds the cycle's address as a number.
+            options.scanCallerStack = false
+            return try LeakAnalysis.scan(recording: recording, symbolizer: nil, options: options)
+          }
         }
       }
       let leaked = Self.leaked(report, "LeakStale")
@@ -272,20 +305,22 @@ extension ProcessWideRecording {
       let cBlock = try #require(malloc(64))
       defer { free(cBlock) }
       memset(cBlock, 0, 64)
-      let report = try LeakAnalysis.runOnCleanStack {
-        let recorder = try AllocationRecorder.start(mode: .countsOnly)
-        let first = Self.makeStaleCycle()
-        cBlock.storeBytes(of: first + UInt(offset), toByteOffset: 16, as: UInt.self)
-        LeakAnalysis.scrubStack()
-        var recording = recorder.stop()
-        recording.preexistingBlocks = [
-          RecordedBlock(
-            address: UInt(bitPattern: cBlock), size: 64, metadata: 0, isSwiftObject: false,
-            timestampNanoseconds: 0, stackID: 0, generation: 0, threadID: 0)
-        ]
-        var options = HeapGraph.Options()
-        options.scanCallerStack = false
-        return try LeakAnalysis.scan(recording: recording, symbolizer: nil, options: options)
+      let report = try Self.retried(until: offset == 0 ? nil : { Self.leaked($0, "LeakStale").count == 2 }) {
+        try LeakAnalysis.runOnCleanStack {
+          let recorder = try AllocationRecorder.start(mode: .countsOnly)
+          let first = Self.makeStaleCycle()
+          cBlock.storeBytes(of: first + UInt(offset), toByteOffset: 16, as: UInt.self)
+          LeakAnalysis.scrubStack()
+          var recording = recorder.stop()
+          recording.preexistingBlocks = [
+            RecordedBlock(
+              address: UInt(bitPattern: cBlock), size: 64, metadata: 0, isSwiftObject: false,
+              timestampNanoseconds: 0, stackID: 0, generation: 0, threadID: 0)
+          ]
+          var options = HeapGraph.Options()
+          options.scanCallerStack = false
+          return try LeakAnalysis.scan(recording: recording, symbolizer: nil, options: options)
+        }
       }
       let leaked = Self.leaked(report, "LeakStale")
       if offset == 0 {
@@ -294,6 +329,76 @@ extension ProcessWideRecording {
         #expect(leaked.count == 2, "\(leaked)")
       }
     }
+
+    /// A block listed at the stop but freed before the scan is left out: glibc hands its
+    /// address to the next block of that size, whose words are not the listed block's (in
+    /// the corpus's debug build, a holder freed after the stop came back as the analysis's
+    /// array of the case's blocks, and the case's only object looked held by it).
+    @Test(arguments: [true, false])
+    func blocksFreedAfterTheListingAreLeftOut(leavingOut: Bool) throws {
+      let holder = try #require(malloc(64))
+      memset(holder, 0, 64)
+      let report = try LeakAnalysis.runOnCleanStack {
+        let recorder = try AllocationRecorder.start(mode: .countsOnly)
+        let first = Self.makeStaleCycle()
+        AllocationRecorder.watchFrees()
+        defer { AllocationRecorder.endWatchingFrees() }
+        var recording = recorder.stop()
+        recording.preexistingBlocks = [
+          RecordedBlock(
+            address: UInt(bitPattern: holder), size: 64, metadata: 0, isSwiftObject: false,
+            timestampNanoseconds: 0, stackID: 0, generation: 0, threadID: 0)
+        ]
+        free(holder)
+        // The same thread, the same size: glibc's thread cache gives the address back.
+        let reused = try #require(malloc(64))
+        defer { free(reused) }
+        #expect(reused == holder)
+        memset(reused, 0, 64)
+        reused.storeBytes(of: first, toByteOffset: 16, as: UInt.self)
+        LeakAnalysis.scrubStack()
+        var options = HeapGraph.Options()
+        options.scanCallerStack = false
+        options.leavesOutFreedBlocks = leavingOut
+        return try LeakAnalysis.scan(recording: recording, symbolizer: nil, options: options)
+      }
+      let leaked = Self.leaked(report, "LeakStale")
+      if leavingOut {
+        #expect(leaked.count == 2, "\(leaked)")
+      } else {
+        #expect(leaked.isEmpty, "\(leaked)")
+      }
+    }
+
+    /// The thread that ran the recorded code and calls the scan is skipped (its frames hold
+    /// stale words), all but its TLS, which glibc puts right above its first frames: the TLS
+    /// range must end where they begin. Here the first frames of a fresh stack hold the
+    /// cycle's address (a 16 KiB margin below the TLS read them as roots once libraries with
+    /// TLS had been loaded: the in-process leak tests then missed their leaks in whole runs).
+    @Test func aSkippedCallersFirstFramesAreNoRoots() throws {
+      let report = try LeakAnalysis.runOnCleanStack {
+        let recorder = try AllocationRecorder.start(mode: .countsOnly)
+        let first = Self.makeStaleCycle()
+        return try Self.holding(first, depth: 200) {
+          let recording = recorder.stop()
+          var options = HeapGraph.Options()
+          options.scanCallerStack = false
+          let r = try LeakAnalysis.scan(recording: recording, symbolizer: nil, options: options)
+          return r
+        }
+      }
+      #expect(Self.leaked(report, "LeakStale").count == 2, "\(Self.leaked(report, "LeakStale"))")
+    }
+
+    /// Runs `body` `depth` frames down, each frame holding copies of `address`.
+    @inline(never)
+    static func holding<T>(_ address: UInt, depth: Int, _ body: () throws -> T) rethrows -> T {
+      var copies = (address, address, address, address)
+      keepInMemory(&copies)
+      return depth == 0 ? try body() : try holding(address, depth: depth - 1, body)
+    }
+
+    @inline(never) static func keepInMemory<T>(_ value: inout T) {}
 
     /// Leaks a two-object cycle and returns the first object's address (as a number).
     @inline(never) static func makeStaleCycle() -> UInt {

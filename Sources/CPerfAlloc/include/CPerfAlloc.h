@@ -199,6 +199,20 @@ void CPerfAlloc_reserveAddresses(const uint64_t *addresses, uint64_t count);
 /// Frees the blocks held aside and forgets the addresses (after the leak scan).
 void CPerfAlloc_releaseReservedAddresses(CPerfAlloc_Reserved *out);
 
+/// Frees after a listing, for the leak scan: it reads the blocks of a listing (the stop's,
+/// or CPerfAlloc_liveBlocksNow's) some time later, and meanwhile the harness's own analysis
+/// frees some of them and glibc hands their addresses to new blocks, whose words the scan
+/// would read as the listed block's. Call CPerfAlloc_watchFrees before the listing (before
+/// CPerfAlloc_stop, or before CPerfAlloc_liveBlocksNow): from the listing on (CPerfAlloc_stop
+/// starts the log under its locks, so it holds exactly the frees after its snapshot), every
+/// free and every realloc of a block logs the block's address.
+void CPerfAlloc_watchFrees(void);
+/// The addresses logged so far (*addresses; returns how many) and how many frees there
+/// were (*frees: more than that if the log overflowed). Allocates nothing.
+uint64_t CPerfAlloc_watchedFrees(const uint64_t **addresses, uint64_t *frees);
+/// Stops logging (after the scan).
+void CPerfAlloc_endWatchingFrees(void);
+
 /// Valid only between stop and release. Counts are returned through the out parameters.
 void CPerfAlloc_stats(CPerfAlloc_Stats *stats);
 const CPerfAlloc_Block *CPerfAlloc_blocks(uint64_t *count);

@@ -76,6 +76,8 @@ enum {
   CPerfHeapScan_MarkSideTable = 4,     // a Swift weak-reference side table
   CPerfHeapScan_MarkUnreadable = 8,    // not inside a readable mapping: not scanned
   CPerfHeapScan_MarkHeldByHolder = 16, // pointed to from a CPerfHeapScan_BlockHolder block
+  CPerfHeapScan_MarkFreed = 32,        // freed since the listing (options->freedSinceListing):
+                                       // neither scanned nor pointed to
 };
 
 /// One snapshotted address range: words [start, end) are words[firstWord...].
@@ -139,6 +141,12 @@ typedef struct CPerfHeapScan_Options {
   /// yet. Words of Swift-object holders that still hold their snapshot value are not
   /// references to those blocks (counted in result->staleWords).
   const CPerfHeapScan_Snapshot *snapshot;
+  /// Optional: the addresses of blocks freed since `blocks` were listed (*addresses, as
+  /// many as it returns) and how many frees there were (*frees: more if its log
+  /// overflowed). Called once every other thread is parked. Such a block's address may now
+  /// belong to another block, whose words are not the listed block's: it is marked
+  /// CPerfHeapScan_MarkFreed and left out.
+  uint64_t (*freedSinceListing)(const uint64_t **addresses, uint64_t *frees);
 } CPerfHeapScan_Options;
 
 typedef struct CPerfHeapScan_Result {
@@ -160,6 +168,8 @@ typedef struct CPerfHeapScan_Result {
   uint64_t scannedBytes;      // bytes of blocks scanned
   uint64_t extraBytes;        // bytes mapped for the scan (index, output, thread slots)
   uint64_t staleWords;        // root words not followed because of options->snapshot
+  uint64_t freedBlocks;       // blocks marked CPerfHeapScan_MarkFreed
+  uint64_t freesNotLogged;    // frees options->freedSinceListing counted but could not give
   int32_t error;              // 0, else errno of `call`
   const char *call;
 } CPerfHeapScan_Result;

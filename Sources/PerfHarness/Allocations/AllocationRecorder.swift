@@ -192,6 +192,13 @@ final class AllocationRecorder: Sendable {
     }
   }
 
+  /// For a leak scan of the next listing (`stop()` or `checkpoint()`): from that listing on,
+  /// the blocks freed are logged, and the scan leaves them out
+  /// (`HeapGraph.Options.leavesOutFreedBlocks`), since the harness's own work in between
+  /// frees blocks and gets their addresses back. End it after the scan.
+  static func watchFrees() { CPerfAlloc_watchFrees() }
+  static func endWatchingFrees() { CPerfAlloc_endWatchingFrees() }
+
   /// The blocks live now, while recording goes on: live blocks, holders, their names and
   /// stacks (the rest of the recording is empty). For a leak check in the middle of a
   /// run; call it with the calling thread ignored (`CPerfAlloc_setIgnoringAllocations`).

@@ -1,3 +1,4 @@
+import CPerfAlloc
 import CPerfHeapScan
 
 #if canImport(Glibc)
@@ -43,6 +44,10 @@ struct HeapGraph {
   var blockedThreads = 0
   /// Root words not followed because they still held their value from the snapshot.
   var staleWords = 0
+  /// Blocks freed between the listing and the scan, left out (`Options.leavesOutFreedBlocks`).
+  var freedBlocks = 0
+  /// Frees the log could not hold: blocks they freed may have been scanned (0 normally).
+  var freesNotLogged = 0
   var rootBytes: Int
   var scannedBytes: Int
   /// Bytes the C scanner mapped (index, edge buffer, marks) at its peak.
@@ -66,6 +71,10 @@ struct HeapGraph {
     /// Taken when the recording started (before any of `blocks` existed): root words
     /// unchanged since are not references to them.
     var snapshot: HeapSnapshot?
+    /// Leave out the blocks freed since they were listed, as `AllocationRecorder.watchFrees`
+    /// logged them (see `CPerfAlloc_watchFrees`): their addresses may belong to other blocks
+    /// by now.
+    var leavesOutFreedBlocks = false
   }
 
   @inline(never)
@@ -104,6 +113,9 @@ struct HeapGraph {
     return (order, cBlocks)
   }
 
+  /// Freed since the listing: gone, so neither leaked nor reachable.
+  static func isFreed(_ mark: UInt8) -> Bool { mark & UInt8(CPerfHeapScan_MarkFreed) != 0 }
+
   static func isRoot(_ mark: UInt8) -> Bool {
     mark & UInt8(CPerfHeapScan_MarkGlobalRoot | CPerfHeapScan_MarkStackRoot | CPerfHeapScan_MarkHeldByHolder) != 0
   }
@@ -135,7 +147,7 @@ struct HeapGraph {
       scanGlobals: options.scanGlobals ? 1 : 0, scanThreads: options.scanThreads ? 1 : 0,
       signalNumber: options.signalNumber, parkTimeoutMs: options.parkTimeoutMilliseconds,
       recordRootSources: options.recordRootSources ? 1 : 0, skipCallerStack: options.scanCallerStack ? 0 : 1,
-      snapshot: nil)
+      snapshot: nil, freedSinceListing: options.leavesOutFreedBlocks ? CPerfAlloc_watchedFrees : nil)
     var result = CPerfHeapScan_Result()
     let status = withExtendedLifetime(options.snapshot) {
       withUnsafePointer(to: options.snapshot?.raw ?? CPerfHeapScan_Snapshot()) { snapshot in
@@ -177,7 +189,9 @@ struct HeapGraph {
       edgeOffset: edgeOffset,
       marks: marks.count == nodeCount ? marks : [UInt8](repeating: 0, count: nodeCount), rootSources: rootSources,
       threadsScanned: Int(result.threadCount), unscannedThreads: Int(result.unscannedThreads),
-      blockedThreads: Int(result.blockedThreads), staleWords: Int(result.staleWords), rootBytes: Int(result.rootBytes),
+      blockedThreads: Int(result.blockedThreads), staleWords: Int(result.staleWords),
+      freedBlocks: Int(result.freedBlocks), freesNotLogged: Int(result.freesNotLogged),
+      rootBytes: Int(result.rootBytes),
       scannedBytes: Int(result.scannedBytes),
       scannerBytes: scannerBytes, scanNanoseconds: DispatchFreeClock.now() - started)
   }

@@ -44,8 +44,12 @@ enum LeakAnalysis {
     recorder: AllocationRecorder, symbolizer: Symbolizer?, suppressions: LeakSuppressions = .none,
     options: HeapGraph.Options = HeapGraph.Options()
   ) throws -> (AllocationRecording, LeaksReport) {
+    AllocationRecorder.watchFrees()
+    defer { AllocationRecorder.endWatchingFrees() }
     let recording = recorder.stop()
     scrubStack()
+    var options = options
+    options.leavesOutFreedBlocks = true
     return (
       recording,
       try scan(recording: recording, symbolizer: symbolizer, suppressions: suppressions, options: options)
@@ -205,7 +209,7 @@ enum LeakAnalysis {
     }
     markReachable(
       from: (0..<nodeCount).filter {
-        HeapGraph.isRoot(graph.marks[$0]) || graph.isHolder($0)
+        HeapGraph.isRoot(graph.marks[$0]) || graph.isHolder($0) || HeapGraph.isFreed(graph.marks[$0])
           || (!notJudged.isEmpty && notJudged.contains(block($0).address))
       }.map { UInt32($0) })
 
@@ -389,7 +393,8 @@ enum LeakAnalysis {
       threadsScanned: graph.threadsScanned,
       scanMilliseconds: Double(graph.scanNanoseconds) / 1e6, blocksScanned: nodeCount,
       holderCount: nodeCount - graph.recordedCount, scannerBytes: graph.scannerBytes,
-      staleRootWords: graph.staleWords, edgeCount: graph.edgeCount,
+      staleRootWords: graph.staleWords, blocksFreedBeforeScan: graph.freedBlocks, freesNotLogged: graph.freesNotLogged,
+      edgeCount: graph.edgeCount,
       suppressedCount: suppressedCount, suppressedBytes: suppressedBytes)
   }
 

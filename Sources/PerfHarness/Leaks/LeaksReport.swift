@@ -37,6 +37,13 @@ public struct LeaksReport: Codable, Sendable, Equatable {
   /// when the recording started and named blocks allocated later (reused addresses, not
   /// references).
   public var staleRootWords: Int?
+  /// Blocks freed between the listing and the scan (by the harness's own work after the
+  /// stop, or the scenario's during a check), left out: their addresses may belong to other
+  /// blocks by then.
+  public var blocksFreedBeforeScan: Int?
+  /// Frees in that time the log could not hold (0 normally): the blocks they freed may
+  /// have been scanned as if still live.
+  public var freesNotLogged: Int?
   /// What the recording did against dangling pointers older than it (nil without the
   /// snapshot): the addresses they named were kept off new blocks.
   public var danglingAddresses: DanglingAddresses?
@@ -173,6 +180,10 @@ public struct LeaksReport: Codable, Sendable, Equatable {
     }
     if unscannedThreads > 0 {
       lines.append("  warning: \(unscannedThreads) threads did not stop; results may miss or invent leaks")
+    }
+    if let freesNotLogged, freesNotLogged > 0 {
+      lines.append(
+        "  warning: \(freesNotLogged) frees before the scan were not logged; results may miss or invent leaks")
     }
     for check in checks ?? [] {
       let cycleInstances = check.cycles.reduce(0) { $0 + $1.instances }

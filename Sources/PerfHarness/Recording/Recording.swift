@@ -63,6 +63,8 @@ final class Recording {
           // The sampler's own thread unwinds from copies of the profiled threads' stacks:
           // its stack would read as a root full of stale references.
           timeProfiler?.halt()
+          AllocationRecorder.watchFrees()
+          defer { AllocationRecorder.endWatchingFrees() }
           let recording = allocationRecorder.stop()
           // This thread ran the scenario and returned from it: what the scenario keeps
           // alive is in objects (the context, the recording) and globals, while its dead
@@ -70,6 +72,7 @@ final class Recording {
           var options = HeapGraph.Options()
           options.scanCallerStack = false
           options.snapshot = heapSnapshot
+          options.leavesOutFreedBlocks = true
           let leaks = try LeakAnalysis.scan(
             recording: recording, symbolizer: try Symbolizer(), suppressions: configuration.leakSuppressions,
             options: options)
@@ -124,9 +127,12 @@ final class Recording {
     let started = ContinuousClock.now
     let previous = CPerfAlloc_setIgnoringAllocations(1)
     defer { _ = CPerfAlloc_setIgnoringAllocations(previous) }
+    AllocationRecorder.watchFrees()
+    defer { AllocationRecorder.endWatchingFrees() }
     guard let checkpoint = allocationRecorder.checkpoint() else { return }
     var options = HeapGraph.Options()
     options.snapshot = heapSnapshot
+    options.leavesOutFreedBlocks = true
     var freedMeanwhile = 0
     do {
       if checkSymbolizer == nil { checkSymbolizer = try Symbolizer() }
