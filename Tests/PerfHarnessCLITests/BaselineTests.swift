@@ -34,9 +34,13 @@ struct BaselineTests {
     let baselineFile = base.appendingPathComponent("closure-retain-cycles/fixed/report.json").path
 
     let again = try record("fixed", into: runs, extra: ["--baseline", base.path])
-    #expect(again.status == 0, "\(again.standardOutput.prefix(4000))")
     let rerun = try report(in: runs, variant: "fixed")
-    #expect(rerun.comparison?.passed == true)
+    // What failed, if anything: the rows say which figure and by how much.
+    let failedRows = (rerun.comparison?.rows ?? []).filter { !$0.passed }.map {
+      "\($0.metric): \($0.baseline.map { String($0) } ?? "-") -> \($0.current.map { String($0) } ?? "-") (\($0.detail ?? ""))"
+    }
+    #expect(again.status == 0, "\(failedRows) \(again.standardError.prefix(2000))")
+    #expect(rerun.comparison?.passed == true, "\(failedRows)")
     #expect(rerun.comparison?.baseline == baselineFile)
 
     let starter = try record("starter", into: runs, extra: ["--baseline", baselineFile])
