@@ -326,11 +326,17 @@ extension ProcessWideRecording {
     /// thread's last walk that the stack still holds, and is finished from there: those
     /// stacks too must come out exactly as libunwind sees them.
     @Test func deferredSamplesFinishedFromTheLastWalkMatchLibunwind() throws {
+      try Self.expectRejoinedStacksMatchLibunwind { _ = Self.variedLibraryWork(25, 400_000_000) }
+    }
+
+    /// Samples `work` in verify mode: this thread's samples, some finished from the thread's
+    /// last walk, all as libunwind sees them.
+    static func expectRejoinedStacksMatchLibunwind(_ work: () -> Void) throws {
       CPerfSampler_setUnwinder(2)  // verify
       defer { CPerfSampler_setUnwinder(-1) }
       let session = try SamplingSession.start(SamplerConfiguration())
       let me = CPerfSampler_gettid()
-      _ = Self.variedLibraryWork(25, 400_000_000)
+      work()
       let result = session.stop()
       let mine = result.samples.filter { $0.threadID == me }
       #expect(mine.count >= 20, "only \(mine.count) samples")
@@ -346,18 +352,9 @@ extension ProcessWideRecording {
     /// last walk's frame at its stack pointer. Those stacks too must come out as libunwind's,
     /// and be finished from the last walk rather than given up.
     @Test func leavesWithoutUnwindInfoMatchLibunwind() throws {
-      CPerfSampler_setUnwinder(2)  // verify
-      defer { CPerfSampler_setUnwinder(-1) }
-      let session = try SamplingSession.start(SamplerConfiguration())
-      let me = CPerfSampler_gettid()
-      Self.blackHole(UnwindCases_spinInLeafWithoutUnwindInfo(400_000_000))
-      let result = session.stop()
-      let mine = result.samples.filter { $0.threadID == me }
-      #expect(mine.count >= 20, "only \(mine.count) samples")
-      #expect(CPerfSampler_rejoinedSamples() > 0, "no sample was finished from the last walk")
-      #expect(
-        CPerfSampler_unwinderMismatches() == 0,
-        "\(CPerfSampler_unwinderMismatches()) of \(CPerfSampler_fastSamples()) fast stacks differ from libunwind")
+      try Self.expectRejoinedStacksMatchLibunwind {
+        Self.blackHole(UnwindCases_spinInLeafWithoutUnwindInfo(400_000_000))
+      }
       #expect(CPerfSampler_unwindFallbacks() == 0, "stacks cut short")
     }
 
