@@ -14,6 +14,47 @@ struct Figure: Codable {
   var detail: String
 }
 
+/// A distribution-free interval for the median: the order statistics (k, n + 1 - k) with
+/// the smallest k whose binomial coverage is still at least 95 %.
+func medianInterval(_ values: [Double]) -> (lower: Double, upper: Double, confidence: Double)? {
+  let sorted = values.sorted()
+  let n = sorted.count
+  func coverage(_ k: Int) -> Double {
+    // P(X(k) <= median <= X(n+1-k)) = 1 - 2 P(Binomial(n, 1/2) < k)
+    var below = 0.0
+    var term = pow(0.5, Double(n))
+    for i in 0..<k {
+      below += term
+      term = term * Double(n - i) / Double(i + 1)
+    }
+    return 1 - 2 * below
+  }
+  var k = 1
+  while k + 1 <= n / 2 && coverage(k + 1) >= 0.95 { k += 1 }
+  guard n >= 6, coverage(k) >= 0.95 else { return nil }
+  return (sorted[k - 1], sorted[n - k], coverage(k))
+}
+
+/// Microseconds to deliver a signal to this thread and return from an empty handler,
+/// median of batches (tgkill's own system call included).
+func signalDeliveryMicroseconds() -> Double {
+  var action = sigaction()
+  action.__sigaction_handler.sa_handler = { _ in }
+  sigemptyset(&action.sa_mask)
+  var previous = sigaction()
+  sigaction(SIGUSR2, &action, &previous)
+  defer { sigaction(SIGUSR2, &previous, nil) }
+  let thread = pthread_self()
+  var batches: [Double] = []
+  for _ in 0..<20 {
+    let start = ContinuousClock.now
+    for _ in 0..<5_000 { pthread_kill(thread, SIGUSR2) }
+    let elapsed = (ContinuousClock.now - start).components
+    batches.append((Double(elapsed.seconds) * 1e6 + Double(elapsed.attoseconds) / 1e12) / 5_000)
+  }
+  return median(batches)
+}
+
 func median(_ values: [Double]) -> Double {
   let sorted = values.sorted()
   guard !sorted.isEmpty else { return .nan }
@@ -89,6 +130,8 @@ var plain: [Double] = []
 var profiled: [Double] = []
 var handlerMedians: [Double] = []
 var depths: [Double] = []
+// Per profiled run: signals taken and the CPU time they sampled, for the accounted cost.
+var signalsPerCPUSecond: [Double] = []
 for _ in 0..<(onlyAllocations ? 0 : timeRounds) {
   // The scenario's steps: what the profiled code experienced, without the instruments'
   // start-up and tear-down.
@@ -100,6 +143,9 @@ for _ in 0..<(onlyAllocations ? 0 : timeRounds) {
   if let profile = report.timeProfile {
     handlerMedians.append(profile.handlerMedianMicroseconds)
     depths.append(Double(profile.medianStackDepth))
+    if profile.totalWeightMilliseconds > 0 {
+      signalsPerCPUSecond.append(Double(profile.signalsReceived) / (profile.totalWeightMilliseconds / 1000))
+    }
   }
 }
 // Each round's profiled run against the plain run just before it: on a shared machine the
@@ -109,14 +155,25 @@ for _ in 0..<(onlyAllocations ? 0 : timeRounds) {
 let pairedRatios = zip(profiled, plain).map { $0 / $1 }
 if !onlyAllocations {
   let overhead = (median(pairedRatios) - 1) * 100
+  // The rounds' ratios spread over tens of percent on this shared machine (the same plain
+  // run takes 0.9 to 1.25 s from one run to the next, in CPU time as much as in wall
+  // time), so the median comes with its interval; a target inside the interval is not
+  // resolved either way, and the row says so instead of a yes or no.
+  let interval = medianInterval(pairedRatios).map {
+    (lower: ($0.lower - 1) * 100, upper: ($0.upper - 1) * 100, confidence: $0.confidence)
+  }
+  let verdict: Bool? = interval.map { $0.upper < 2 ? true : $0.lower >= 2 ? false : nil } ?? nil
   figures.append(
     Figure(
       name: "Time Profiler overhead at 1 kHz (filtered-thumbnail-scrolling, starter)", measured: overhead, unit: "%",
-      target: "< 2 %", meetsTarget: overhead < 2,
+      target: "< 2 %", meetsTarget: verdict,
       detail: String(
         format:
-          "median of %d paired rounds (profiled / plain run just before it) of the time in the scenario's steps; medians %.1f ms profiled vs %.1f ms plain",
-        timeRounds, median(profiled), median(plain)))
+          "median of %d paired rounds (profiled / plain run just before it) of the time in the scenario's steps; %@; medians %.1f ms profiled vs %.1f ms plain",
+        timeRounds,
+        interval.map { String(format: "%.0f%% interval %.1f %% to %.1f %%", $0.confidence * 100, $0.lower, $0.upper) }
+          ?? "too few rounds for an interval",
+        median(profiled), median(plain)))
   )
   let handler = median(handlerMedians)
   figures.append(
@@ -126,6 +183,20 @@ if !onlyAllocations {
       detail: String(
         format: "median of the runs' medians; median stack %.0f frames; kernel signal delivery not included",
         median(depths))))
+  // What the wall-time ratio cannot resolve, from its parts: the signals each CPU second
+  // took (the kernel fires CPU-time timers on its ticks, so fewer than the rate, each
+  // weighted by its overruns) times the handler's cost plus the kernel's delivery and
+  // return. Cache lines the handler evicts from the profiled code are not in it.
+  let delivery = signalDeliveryMicroseconds()
+  let accounted = median(signalsPerCPUSecond) * (handler + delivery) / 1e6 * 100
+  figures.append(
+    Figure(
+      name: "Time Profiler CPU cost at 1 kHz, accounted", measured: accounted, unit: "%", target: "< 2 %",
+      meetsTarget: accounted < 2,
+      detail: String(
+        format:
+          "%.0f signals per CPU second x (%.2f µs handler + %.2f µs signal delivery and return, measured as tgkill to self with an empty handler: an upper bound)",
+        median(signalsPerCPUSecond), handler, delivery)))
 }
 
 if onlyTime {
