@@ -81,11 +81,18 @@ struct BaselineComparisonTests {
   }
 
   @Test(
-    "block counts fail beyond the tolerance and the minimum count", arguments: [(119, 107, true), (150, 107, false)])
+    "block counts fail beyond the tolerance and the minimum count (64 blocks with the default 4 KiB)",
+    arguments: [(119, 107, true), (171, 107, true), (172, 107, false), (1_000, 800, false)])
   func minimumCount(current: Int, baseline: Int, passes: Bool) throws {
     let comparison = BaselineComparison.compare(
       report(persistentCount: current), with: report(persistentCount: baseline), baselinePath: "base.json")
     #expect(try row(comparison, "persistent blocks").passed == passes)
+  }
+
+  @Test("the block allowance follows the byte allowance, unless given", arguments: [(64 << 10, 1_024), (0, 0)])
+  func minimumCountFollowsBytes(minimumBytes: Int, count: Int) {
+    #expect(ComparisonTolerances(minimumBytes: minimumBytes).minimumCount == count)
+    #expect(ComparisonTolerances(minimumBytes: minimumBytes, minimumCount: 5).minimumCount == 5)
   }
 
   @Test("a type that now persists fails by name; one that persists less does not")
