@@ -307,10 +307,14 @@ static int step_once(unw_context_t *ctx, unw_cursor_t *cursor, const ucontext_t 
 // copy that says nothing about the PC, so nothing is learned from it.
 #define RULE_BEYOND 0xFFFFFFFFu
 
+// x86-64's red zone: below sp, left alone by signal delivery.
+#define RED_ZONE_BYTES 128u
+
 // One libunwind step from the frame (ip, sp, bp), turned into a rule; 0 if the frame
-// does not fit the rule shapes (then the sample falls back to unw_backtrace).
+// does not fit the rule shapes (then the sample falls back to unw_backtrace). On a stack
+// copy, sp and bp are the copy's (delta added), and words read from it are the stack's.
 static uint32_t derive_rule(const ucontext_t *uc, uint64_t ip, uint64_t sp, uint64_t bp, bool leaf,
-                            uint64_t high) {
+                            uint64_t high, int64_t delta) {
   unw_context_t ctx;
   unw_cursor_t cursor;
   int r = step_once(&ctx, &cursor, uc, ip, sp, bp, leaf);
@@ -331,7 +335,12 @@ static uint32_t derive_rule(const ucontext_t *uc, uint64_t ip, uint64_t sp, uint
   // A register the frame did not save is reported at its slot in our context copy.
   bool inContext = loc.type == UNW_SLT_MEMORY && loc.u.addr >= (uintptr_t)&ctx &&
                    loc.u.addr < (uintptr_t)&ctx + sizeof(ctx);
-  if (loc.type == UNW_SLT_MEMORY && !inContext) {
+  if (loc.type == UNW_SLT_MEMORY && !inContext && loc.u.addr < sp && loc.u.addr >= sp - RED_ZONE_BYTES) {
+    // Between `pop %rbp` and the `ret` or tail jump of an epilogue, the CFI still names
+    // the slot rbp was popped from, now below sp (LLVM emits no .cfi_restore there): the
+    // caller's rbp is the one in the register, which the slot must show.
+    if (cbp != bp - (uint64_t)delta) return 0;
+  } else if (loc.type == UNW_SLT_MEMORY && !inContext) {
     if (loc.u.addr < sp || loc.u.addr >= csp || ((loc.u.addr - sp) & 7)) return 0;
     j = (loc.u.addr - sp) / 8 + 1;
     if (j > RULE_FIELD_MASK) return 0;
@@ -504,7 +513,7 @@ static int walk(const ucontext_t *uc, uint64_t ip, uint64_t sp, uint64_t bp, boo
         *miss = (WalkMiss){.n = n, .ip = ip, .sp = sp, .bp = bp, .high = high, .leaf = leaf};
         return -2;
       }
-      rule = derive_rule(uc, ip, sp + (uint64_t)delta, bp + (uint64_t)delta, leaf, high + (uint64_t)delta);
+      rule = derive_rule(uc, ip, sp + (uint64_t)delta, bp + (uint64_t)delta, leaf, high + (uint64_t)delta, delta);
       if (rule == RULE_BEYOND) {
         if (meet) return -1;
         rule = 0;
@@ -667,8 +676,6 @@ static int fast_unwind(const ucontext_t *uc, ThreadRecord *record, uint64_t *out
 // Mapped after the buffer and never written: libunwind steps on a partial copy may read
 // past its end (a frame that ends beyond the copy), and must read mapped memory there.
 #define DEFER_SLACK ((uint64_t)1 << 20)
-// x86-64's red zone: below sp, left alone by signal delivery.
-#define RED_ZONE_BYTES 128u
 typedef struct DeferEntry {
   _Atomic uint32_t ready;  // 1: written; 2: abandoned (skip)
   uint32_t bytes;          // whole entry, 8-byte multiple

@@ -358,6 +358,28 @@ extension ProcessWideRecording {
       #expect(CPerfSampler_unwindFallbacks() == 0, "stacks cut short")
     }
 
+    /// Between `pop %rbp` and `ret`, the CFI still names rbp's slot, below sp by then.
+    /// The register holds the caller's rbp there, so those PCs get a rule and their samples
+    /// the fast path (they took libunwind in the handler, 15-40 µs each, when no rule shape
+    /// fit), with libunwind's stacks.
+    @Test func epiloguesAfterPopTakeTheFastPath() throws {
+      CPerfSampler_setUnwinder(2)  // verify
+      defer { CPerfSampler_setUnwinder(-1) }
+      let session = try SamplingSession.start(SamplerConfiguration())
+      let me = CPerfSampler_gettid()
+      Self.blackHole(UnwindCases_spinAfterPopInEpilogue(400_000_000))
+      let result = session.stop()
+      let mine = result.samples.filter { $0.threadID == me }
+      #expect(mine.count >= 40, "only \(mine.count) samples")
+      #expect(
+        CPerfSampler_unwinderMismatches() == 0,
+        "\(CPerfSampler_unwinderMismatches()) of \(CPerfSampler_fastSamples()) fast stacks differ from libunwind")
+      // About half of them land in the epilogue's loop.
+      #expect(
+        Double(CPerfSampler_fastSamples()) >= 0.9 * Double(mine.count),
+        "\(CPerfSampler_fastSamples()) fast of \(mine.count) samples")
+    }
+
     /// The fast unwinder (per-PC rules applied to the interrupted stack) must produce the
     /// same stacks as unw_backtrace: verify mode computes both for every sample.
     @Test func fastUnwinderMatchesLibunwindOnDeepRecursion() throws {

@@ -15,6 +15,31 @@ __asm__(".text\n"
         "  ret\n"
         ".size unwind_cases_leaf_without_fde, .-unwind_cases_leaf_without_fde\n");
 
+// An epilogue whose CFI, after `pop %rbp`, still names the slot rbp was popped from
+// (now below sp), as LLVM emits it, with a loop of a few PCs before the `ret`: samples
+// keep landing on PCs the sampler has seen, so they show whether it learned a rule.
+__asm__(".text\n"
+        ".p2align 4\n"
+        ".type unwind_cases_after_pop,@function\n"
+        "unwind_cases_after_pop:\n"
+        "  .cfi_startproc\n"
+        "  pushq %rbp\n"
+        "  .cfi_def_cfa_offset 16\n"
+        "  .cfi_offset %rbp, -16\n"
+        "  movq %rsp, %rbp\n"
+        "  .cfi_def_cfa_register %rbp\n"
+        "  movq %rdi, %rax\n"
+        "  popq %rbp\n"
+        "  .cfi_def_cfa %rsp, 8\n"
+        "  movl $16384, %ecx\n"
+        "1:\n"
+        "  addq $1, %rax\n"
+        "  decl %ecx\n"
+        "  jnz 1b\n"
+        "  ret\n"
+        "  .cfi_endproc\n"
+        ".size unwind_cases_after_pop, .-unwind_cases_after_pop\n");
+
 static uint64_t thread_cpu_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
@@ -22,11 +47,12 @@ static uint64_t thread_cpu_ns(void) {
 }
 
 uint64_t unwind_cases_leaf_without_fde(uint64_t value);
+uint64_t unwind_cases_after_pop(uint64_t value);
 
-__attribute__((noinline)) uint64_t UnwindCases_spinInLeafWithoutUnwindInfo(uint64_t nanoseconds) {
+__attribute__((noinline)) static uint64_t spin_in(uint64_t (*leaf)(uint64_t), uint64_t nanoseconds) {
   uint64_t start = thread_cpu_ns(), total = 0;
   while (thread_cpu_ns() - start < nanoseconds) {
-    for (int i = 0; i < 64; i++) total = unwind_cases_leaf_without_fde(total);
+    for (int i = 0; i < 64; i++) total = leaf(total);
     // About as long in this frame (with unwind information), so the thread's last walk
     // holds the callers when a sample lands in the leaf.
     volatile uint64_t x = total;
@@ -34,4 +60,12 @@ __attribute__((noinline)) uint64_t UnwindCases_spinInLeafWithoutUnwindInfo(uint6
     total += x;
   }
   return total;
+}
+
+__attribute__((noinline)) uint64_t UnwindCases_spinInLeafWithoutUnwindInfo(uint64_t nanoseconds) {
+  return spin_in(unwind_cases_leaf_without_fde, nanoseconds);
+}
+
+__attribute__((noinline)) uint64_t UnwindCases_spinAfterPopInEpilogue(uint64_t nanoseconds) {
+  return spin_in(unwind_cases_after_pop, nanoseconds);
 }

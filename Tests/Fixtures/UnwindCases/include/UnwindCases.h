@@ -10,4 +10,8 @@
 /// where libunwind guesses the caller from the frame-pointer chain. Returns a checksum.
 uint64_t UnwindCases_spinInLeafWithoutUnwindInfo(uint64_t nanoseconds);
 
+/// The same, in a leaf's epilogue after `pop %rbp`, where the CFI still says rbp is saved
+/// at CFA - 16 (below sp by then), as LLVM leaves it before a `ret` or a tail jump.
+uint64_t UnwindCases_spinAfterPopInEpilogue(uint64_t nanoseconds);
+
 #endif
