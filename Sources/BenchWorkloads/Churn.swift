@@ -12,6 +12,9 @@ public final class ChurnNode {
 public func churn(depth: Int, operations: Int, kept: inout [ChurnNode]) {
   if depth > 0 {
     churn(depth: depth - 1, operations: operations, kept: &kept)
+    // Work after the call: a tail call would become a loop in a release build, and the
+    // stacks would not be `depth` frames deep.
+    blackHole(depth)
     return
   }
   for index in 0..<(operations / 2) {
