@@ -24,6 +24,8 @@ final class AllocProbeThreadedDropped { var value = 0 }
 final class AllocProbeGeneration { var payload = (0, 0, 0, 0, 0, 0, 0, 0) }
 final class AllocProbeBeforeStart { var value = 0 }
 final class AllocProbeStack { var value = 0 }
+final class AllocProbeLeft { var value = 0 }
+final class AllocProbeRight { var value = 0 }
 final class AllocProbeFork { var value = 0 }
 final class AllocProbeGeneric<T> {
   var value: T
@@ -333,6 +335,33 @@ extension ProcessWideRecording {
     @inline(never)
     static func makeStackProbes() -> [AllocProbeStack] {
       (0..<20).map { _ in AllocProbeStack() }
+    }
+
+    @inline(never) static func allocateLeft() -> AnyObject { AllocProbeLeft() }
+    @inline(never) static func allocateRight() -> AnyObject { AllocProbeRight() }
+
+    /// Two callers of the same shape, called in turn from one loop, reach malloc with the
+    /// same frames at the same addresses and differ only in one return address: the
+    /// per-thread stack cache must tell them apart.
+    @Test func stacksThatDifferInOneReturnAddressAreTwoStacks() throws {
+      let recorder = try AllocationRecorder.start(mode: .fullStacks)
+      var kept: [AnyObject] = []
+      for _ in 0..<50 {
+        kept.append(Self.allocateLeft())
+        kept.append(Self.allocateRight())
+      }
+      let recording = recorder.stop()
+      withExtendedLifetime(kept) {}
+      let report = AllocationsAnalysis().report(from: recording, symbolizer: try Symbolizer())
+      func stack(_ type: String) throws -> [String] {
+        try #require(report.generations[0].categories.first { $0.name.hasSuffix(type) }).allocationStack.map(\.symbol)
+      }
+      let left = try stack("AllocProbeLeft")
+      let right = try stack("AllocProbeRight")
+      #expect(
+        left.contains { $0.contains("allocateLeft") } && !left.contains { $0.contains("allocateRight") }, "\(left)")
+      #expect(
+        right.contains { $0.contains("allocateRight") } && !right.contains { $0.contains("allocateLeft") }, "\(right)")
     }
 
     @Test func fullStacksSymbolizeToTheAllocatingFunction() throws {
