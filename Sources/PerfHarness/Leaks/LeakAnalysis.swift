@@ -36,13 +36,14 @@ enum LeakAnalysis {
     "Bool", "Hasher",
   ]
 
-  /// Stops `recorder`, scrubs the stack that stopping used, and scans: the way to call the
-  /// leaks instrument at the end of a run (nothing `stop()` left on the stack can then
-  /// look like a root).
+  /// Stops `recorder`, scrubs the stack that stopping used, and scans, leaving out the
+  /// blocks freed after the stop's listing: the way to call the leaks instrument at the end
+  /// of a run (nothing `stop()` left on the stack can then look like a root). `symbolizer`
+  /// is made after the stop, so its allocations are not part of the graph.
   @inline(never)
   static func stopAndScan(
-    recorder: AllocationRecorder, symbolizer: Symbolizer?, suppressions: LeakSuppressions = .none,
-    options: HeapGraph.Options = HeapGraph.Options()
+    recorder: AllocationRecorder, symbolizer: @autoclosure () throws -> Symbolizer?,
+    suppressions: LeakSuppressions = .none, options: HeapGraph.Options = HeapGraph.Options()
   ) throws -> (AllocationRecording, LeaksReport) {
     AllocationRecorder.watchFrees()
     defer { AllocationRecorder.endWatchingFrees() }
@@ -52,7 +53,7 @@ enum LeakAnalysis {
     options.leavesOutFreedBlocks = true
     return (
       recording,
-      try scan(recording: recording, symbolizer: symbolizer, suppressions: suppressions, options: options)
+      try scan(recording: recording, symbolizer: try symbolizer(), suppressions: suppressions, options: options)
     )
   }
 

@@ -63,18 +63,14 @@ final class Recording {
           // The sampler's own thread unwinds from copies of the profiled threads' stacks:
           // its stack would read as a root full of stale references.
           timeProfiler?.halt()
-          AllocationRecorder.watchFrees()
-          defer { AllocationRecorder.endWatchingFrees() }
-          let recording = allocationRecorder.stop()
           // This thread ran the scenario and returned from it: what the scenario keeps
           // alive is in objects (the context, the recording) and globals, while its dead
           // frames below and the older frames above hold stale words.
           var options = HeapGraph.Options()
           options.scanCallerStack = false
           options.snapshot = heapSnapshot
-          options.leavesOutFreedBlocks = true
-          let leaks = try LeakAnalysis.scan(
-            recording: recording, symbolizer: try Symbolizer(), suppressions: configuration.leakSuppressions,
+          let (recording, leaks) = try LeakAnalysis.stopAndScan(
+            recorder: allocationRecorder, symbolizer: try Symbolizer(), suppressions: configuration.leakSuppressions,
             options: options)
           allocationRecording = recording
           var withChecks = leaks
