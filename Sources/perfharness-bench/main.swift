@@ -157,14 +157,17 @@ let pairedRatios = zip(profiled, plain).map { $0 / $1 }
 // The per-sample cost at the stack depth the issue names (30-40 frames; the scrolling
 // scenario's median is ~22): the allocation churn below a 25-deep recursion, profiled in
 // this process, a few runs of ~1 s of CPU each.
-let deepStackScenario = Scenario("deep-stack", summary: "bench workload", variants: [.starter], defaultIterations: 1) {
-  context in
-  var kept: [ChurnNode] = []
-  context.step("churn") {
-    for _ in 0..<5 { churn(depth: 25, operations: churnOperations, kept: &kept) }
+/// The allocation churn as a one-step scenario, `repeats` times at `depth`.
+func churnScenario(_ name: String, depth: Int, repeats: Int) -> Scenario {
+  Scenario(name, summary: "bench workload", variants: [.starter], defaultIterations: 1) { context in
+    var kept: [ChurnNode] = []
+    context.step("churn") {
+      for _ in 0..<repeats { churn(depth: depth, operations: churnOperations, kept: &kept) }
+    }
+    withExtendedLifetime(kept) {}
   }
-  withExtendedLifetime(kept) {}
 }
+let deepStackScenario = churnScenario("deep-stack", depth: 25, repeats: 5)
 var deepHandlerMedians: [Double] = []
 var deepDepths: [Double] = []
 for _ in 0..<(onlyAllocations ? 0 : 5) {
@@ -186,7 +189,7 @@ if !onlyAllocations {
   let interval = medianInterval(pairedRatios).map {
     (lower: ($0.lower - 1) * 100, upper: ($0.upper - 1) * 100, confidence: $0.confidence)
   }
-  let verdict: Bool? = interval.map { $0.upper < 2 ? true : $0.lower >= 2 ? false : nil } ?? nil
+  let verdict: Bool? = interval.flatMap { $0.upper < 2 ? true : $0.lower >= 2 ? false : nil }
   figures.append(
     Figure(
       name: "Time Profiler overhead at 1 kHz (filtered-thumbnail-scrolling, starter)", measured: overhead, unit: "%",
@@ -246,13 +249,7 @@ if onlyTime {
 // Allocations: an allocation-heavy Swift workload in this process, untracked, with types
 // and counts only, and with full stacks.
 
-let churnScenario = Scenario("allocation-churn", summary: "bench workload", variants: [.starter], defaultIterations: 1)
-{
-  context in
-  var kept: [ChurnNode] = []
-  context.step("churn") { churn(depth: 30, operations: churnOperations, kept: &kept) }
-  withExtendedLifetime(kept) {}
-}
+let allocationChurn = churnScenario("allocation-churn", depth: 30, repeats: 1)
 
 FileHandle.standardError.write(Data("bench: allocation tracking, \(rounds) alternating rounds\n".utf8))
 var allocationTimes: [String: [Double]] = [:]
@@ -265,7 +262,7 @@ let allocationModes: [(String, RecordingConfiguration)] = [
 for _ in 0..<rounds {
   for (name, configuration) in allocationModes {
     let report = MainActor.assumeIsolated {
-      ScenarioRunner(configuration: configuration).run(churnScenario, variant: .starter, iterations: 1)
+      ScenarioRunner(configuration: configuration).run(allocationChurn, variant: .starter, iterations: 1)
     }
     allocationTimes[name, default: []].append(report.steps.first?.totalMilliseconds ?? .nan)
   }
