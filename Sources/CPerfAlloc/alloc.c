@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <link.h>
+#include <linux/membarrier.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -197,6 +198,13 @@ typedef struct FreedSlot {
 } FreedSlot;
 _Static_assert(sizeof(FreedSlot) == 24, "freed slot layout");
 
+// Frees counted by category: a stripe's (under its lock) or a nursery's (its owner's).
+typedef struct FreedTable {
+  FreedSlot *slots;  // FREED_TABLE_BYTES, mapped at the first free
+  uint64_t used;
+  uint64_t lost;     // frees whose category found no room (or no table)
+} FreedTable;
+
 typedef struct __attribute__((aligned(128))) Stripe {
   SpinLock lock;
   Slot *slots;
@@ -209,9 +217,7 @@ typedef struct __attribute__((aligned(128))) Stripe {
   uint64_t allocatedBytes;
   uint64_t frees;
   uint64_t lostBlocks;
-  uint64_t lostFreedKeys;
-  FreedSlot *freed;
-  uint64_t freedUsed;
+  FreedTable freed;
   uint64_t preLive;       // blocks with PREEXISTING_BIT
   uint64_t preLiveBytes;
 } Stripe;
@@ -284,47 +290,48 @@ static void stripeErase(Stripe *s, uint64_t i) {
   s->used--;
 }
 
-__attribute__((noinline, cold)) static bool freedMap(Stripe *s) {
-  s->freed = mapBytes(FREED_TABLE_BYTES);
-  if (!s->freed) s->lostFreedKeys++;
-  return s->freed != NULL;
+__attribute__((noinline, cold)) static bool freedMap(FreedTable *t) {
+  t->slots = mapBytes(FREED_TABLE_BYTES);
+  if (!t->slots) t->lost++;
+  return t->slots != NULL;
 }
 
 // An untyped free: its size class's slot.
-static inline void freedAddUntyped(Stripe *s, uint64_t size) {
-  if (UNLIKELY(!s->freed) && !freedMap(s)) return;
+static inline void freedAddUntyped(FreedTable *t, uint64_t size) {
+  if (UNLIKELY(!t->slots) && !freedMap(t)) return;
   uint32_t sizeClass = CPerfAlloc_sizeClass(size);
-  FreedSlot *f = &s->freed[FREED_SLOTS + sizeClass];
+  FreedSlot *f = &t->slots[FREED_SLOTS + sizeClass];
   if (UNLIKELY(f->count == 0)) {
     f->key = ((uint64_t)sizeClass << 1) | 1;
-    s->freedUsed++;
+    t->used++;
   }
   f->count++;
   f->bytes += size;
 }
 
-static inline void freedAdd(Stripe *s, uint64_t key, uint64_t size) {
+// `table` numbers the table (stripes first, then nurseries).
+static inline void freedAdd(FreedTable *t, uint64_t table, uint64_t key, uint64_t size) {
   if (key & 1) {
-    freedAddUntyped(s, size);  // the key is the size's
+    freedAddUntyped(t, size);  // the key is the size's
     return;
   }
-  if (UNLIKELY(!s->freed) && !freedMap(s)) return;
+  if (UNLIKELY(!t->slots) && !freedMap(t)) return;
   // Keys are metadata pointers or small odd numbers: mix before indexing. The tables are
-  // page-aligned, so without the per-stripe offset one key would land in the same cache
-  // set in all 64 tables and keep evicting itself.
+  // page-aligned, so without the per-table offset one key would land in the same cache
+  // set in all tables and keep evicting itself.
   uint64_t i = (key * 0x9E3779B97F4A7C15ull) >> 52;  // 12 bits: FREED_SLOTS == 4096
-  i = (i + (uint64_t)(s - g_stripes) * 43) & (FREED_SLOTS - 1);
+  i = (i + table * 43) & (FREED_SLOTS - 1);
   for (uint64_t probes = 0; probes < FREED_SLOTS; probes++) {
-    FreedSlot *f = &s->freed[i];
+    FreedSlot *f = &t->slots[i];
     if (f->key == key || f->count == 0) {
-      if (f->count == 0) { f->key = key; s->freedUsed++; }
+      if (f->count == 0) { f->key = key; t->used++; }
       f->count++;
       f->bytes += size;
       return;
     }
     i = (i + 1) & (FREED_SLOTS - 1);
   }
-  s->lostFreedKeys++;
+  t->lost++;
 }
 
 // MARK: - Stack table
@@ -654,8 +661,11 @@ static SpinLock g_markLock;
 // shared counter on the hot path. It is summed, and the peak updated, whenever the
 // timeline samples (at most once per interval), at marks and at stop, so the peak has
 // the timeline's resolution.
+static void nurseriesLive(int64_t *blocks, int64_t *bytes);
+
 static int64_t sumLiveBytes(void) {
   int64_t total = 0;
+  nurseriesLive(NULL, &total);
   for (int i = 0; i < STRIPES; i++) total += (int64_t)__atomic_load_n(&g_stripes[i].liveBytes, __ATOMIC_RELAXED);
   int64_t peak = atomic_load_explicit(&g_peakLiveBytes, memory_order_relaxed);
   while (total > peak && !atomic_compare_exchange_weak_explicit(&g_peakLiveBytes, &peak, total, memory_order_relaxed, memory_order_relaxed)) {
@@ -725,6 +735,285 @@ __attribute__((noinline, cold)) static void recordPreexisting(uint64_t address, 
   spinUnlock(&s->lock);
 }
 
+// Puts a block's slot into its stripe's table as a live block, replacing a block at the
+// same address that was never seen freed; false (counted as lost) without room. Called
+// with the stripe locked. Allocation counters are the caller's.
+static bool stripePlace(Stripe *s, uint64_t h, const Slot *slot) {
+  if (UNLIKELY(!stripeReserve(s))) {
+    s->lostBlocks++;
+    return false;
+  }
+  uint64_t key = slot->w0 & ADDR_MASK;
+  uint64_t capacity = s->capacity;
+  uint64_t i = slotIndex(h, capacity);
+  uint64_t firstFree = UINT64_MAX;
+  for (;;) {
+    uint64_t k = s->slots[i].w0 & ADDR_MASK;
+    if (k == KEY_EMPTY) break;
+    if (k == KEY_TOMBSTONE) {
+      if (firstFree == UINT64_MAX) firstFree = i;
+    } else if (k == key) {
+      // A block we never saw freed (freed by a path that bypasses free): replace it.
+      if (s->slots[i].w1 & PREEXISTING_BIT) {
+        s->preLive--;
+        s->preLiveBytes -= s->slots[i].w1 & SIZE_MASK;
+      } else {
+        s->live--;
+        __atomic_store_n(&s->liveBytes, s->liveBytes - (s->slots[i].w1 & SIZE_MASK), __ATOMIC_RELAXED);
+      }
+      s->slots[i].w0 = KEY_TOMBSTONE;
+      if (firstFree == UINT64_MAX) firstFree = i;
+      break;
+    }
+    i = (i + 1 == capacity) ? 0 : i + 1;
+  }
+  if (firstFree == UINT64_MAX) {
+    firstFree = i;
+    s->used++;
+  }
+  s->slots[firstFree] = *slot;
+  s->live++;
+  __atomic_store_n(&s->liveBytes, s->liveBytes + (slot->w1 & SIZE_MASK), __ATOMIC_RELAXED);
+  return true;
+}
+
+// Takes out the slot stripePlace put in, if it is still there unchanged.
+static void stripeRemoveExact(Stripe *s, uint64_t h, const Slot *slot) {
+  uint64_t key = slot->w0 & ADDR_MASK;
+  uint64_t capacity = s->capacity;
+  for (uint64_t i = slotIndex(h, capacity);; i = (i + 1 == capacity) ? 0 : i + 1) {
+    const Slot *at = &s->slots[i];
+    uint64_t k = at->w0 & ADDR_MASK;
+    if (k == KEY_EMPTY) return;
+    if (k != key) continue;
+    if (at->w0 == slot->w0 && at->w1 == slot->w1 && at->w2 == slot->w2) {
+      stripeErase(s, i);
+      s->live--;
+      __atomic_store_n(&s->liveBytes, s->liveBytes - (slot->w1 & SIZE_MASK), __ATOMIC_RELAXED);
+    }
+    return;
+  }
+}
+
+// MARK: - Nurseries
+//
+// Most blocks die young, on the thread that made them. A stripe costs each malloc and
+// free an atomic exchange on its lock and a probe of a table larger than the caches; a
+// nursery is one thread's small direct-mapped table of its newest blocks, which its
+// owner reads and writes with plain loads and stores. A block leaves it when freed,
+// when a newer block needs its slot (it moves to the stripes), or when a drain moves
+// every nursery's blocks to the stripes (marks, live listings, stop).
+// Another thread frees a block in a nursery with a compare-and-swap on its key word. The
+// owner evicts by putting the block into the stripes first and then taking it out of
+// its slot with a compare-and-swap, so a concurrent free finds it in one place or the
+// other (and if the free won, the owner takes its stripe copy back out).
+// A drain stops all use of nurseries: it clears g_nurseriesOn, and membarrier makes that
+// store and every thread's busy flag ordered (so the owner's side needs no fence); then
+// it waits until no thread is inside a nursery operation. Frees that missed the stripes
+// while a drain was moving blocks look again after it (g_drainSeq).
+
+#define NURSERY_BITS 10
+#define NURSERY_SLOTS (1u << NURSERY_BITS)
+#define MAX_NURSERIES 256
+
+typedef struct Nursery {
+  _Atomic int32_t owner;  // tid; 0: free for another thread
+  _Atomic int32_t busy;   // its thread is inside a nursery operation
+  uint32_t index;         // numbers its freed table after the stripes'
+  uint32_t unused;
+  // Written by the thread (or by a drain, when no thread uses nurseries), summed by
+  // others. Live blocks of all nurseries = allocations - frees - movedOut, summed.
+  uint64_t allocations, allocatedBytes, frees, freedBytes, movedOut, movedOutBytes;
+  FreedTable freed;
+  Slot slots[NURSERY_SLOTS];
+} Nursery;
+
+static Nursery *g_nurseries[MAX_NURSERIES];
+static _Atomic uint32_t g_nurseryCount;
+static SpinLock g_nurseryLock;  // adding a nursery
+// Frees by threads that got no nursery (all MAX_NURSERIES taken) are counted here,
+// under g_overflowLock; its slots stay empty.
+static Nursery g_overflow;  // index MAX_NURSERIES, set at start
+static SpinLock g_overflowLock;
+static _Atomic int32_t g_nurseriesOn;
+static _Atomic uint64_t g_drainSeq;  // odd while a drain moves blocks
+static bool g_nurseriesUsable;       // this session uses them (membarrier is available)
+static TLS Nursery *t_nursery;
+static TLS int32_t t_noNursery;      // none was left for this thread
+
+#define BUMP(field, by) __atomic_store_n(&(field), __atomic_load_n(&(field), __ATOMIC_RELAXED) + (by), __ATOMIC_RELAXED)
+
+static inline uint32_t nurseryIndex(uint64_t h) { return (uint32_t)(h >> 20) & (NURSERY_SLOTS - 1); }
+
+__attribute__((noinline, cold)) static Nursery *claimNursery(void) {
+  if (t_noNursery) return NULL;
+  int32_t tid = currentTid();
+  uint32_t count = atomic_load_explicit(&g_nurseryCount, memory_order_acquire);
+  for (uint32_t i = 0; i < count; i++) {
+    int32_t none = 0;
+    if (atomic_load_explicit(&g_nurseries[i]->owner, memory_order_relaxed) == 0 &&
+        atomic_compare_exchange_strong(&g_nurseries[i]->owner, &none, tid))
+      return t_nursery = g_nurseries[i];
+  }
+  Nursery *n = NULL;
+  spinLock(&g_nurseryLock);
+  count = atomic_load_explicit(&g_nurseryCount, memory_order_relaxed);
+  if (count < MAX_NURSERIES && (n = mapBytes(sizeof(Nursery)))) {
+    atomic_store_explicit(&n->owner, tid, memory_order_relaxed);
+    n->index = count;
+    g_nurseries[count] = n;
+    atomic_store_explicit(&g_nurseryCount, count + 1, memory_order_release);
+  }
+  spinUnlock(&g_nurseryLock);
+  if (!n) t_noNursery = 1;
+  return t_nursery = n;
+}
+
+static inline Nursery *nurseryForThread(void) {
+  Nursery *n = t_nursery;
+  return LIKELY(n != NULL) ? n : claimNursery();
+}
+
+// The thread's side of the drain's handshake: busy, then the flag, with only the
+// compiler kept from reordering them (the drain's membarrier orders the CPUs).
+static inline bool nurseryEnter(Nursery *n) {
+  atomic_store_explicit(&n->busy, 1, memory_order_relaxed);
+  atomic_signal_fence(memory_order_seq_cst);
+  if (LIKELY(atomic_load_explicit(&g_nurseriesOn, memory_order_relaxed))) return true;
+  atomic_store_explicit(&n->busy, 0, memory_order_release);
+  return false;
+}
+
+static inline void nurseryLeave(Nursery *n) { atomic_store_explicit(&n->busy, 0, memory_order_release); }
+
+// Moves the block in slot e (key word `old`) to the stripes, to make room for newKey.
+__attribute__((noinline)) static void nurseryEvict(Nursery *n, Slot *e, uint64_t old, uint64_t newKey) {
+  Slot moving = {old, __atomic_load_n(&e->w1, __ATOMIC_RELAXED), __atomic_load_n(&e->w2, __ATOMIC_RELAXED)};
+  uint64_t size = moving.w1 & SIZE_MASK;
+  uint64_t key = old & ADDR_MASK;
+  if (key == newKey) {
+    // Its address is handed out again, so it was freed where no hook saw it: forget it.
+    if (__atomic_compare_exchange_n(&e->w0, &old, 0, false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+      BUMP(n->movedOut, 1);
+      BUMP(n->movedOutBytes, size);
+    }
+    return;
+  }
+  uint64_t h = hashAddress(key);
+  Stripe *s = stripeFor(h);
+  spinLock(&s->lock);
+  bool placed = stripePlace(s, h, &moving);
+  spinUnlock(&s->lock);
+  if (__atomic_compare_exchange_n(&e->w0, &old, 0, false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+    BUMP(n->movedOut, 1);
+    BUMP(n->movedOutBytes, size);
+  } else if (placed) {
+    // Another thread freed it from the slot meanwhile (and counted the free).
+    spinLock(&s->lock);
+    stripeRemoveExact(s, h, &moving);
+    spinUnlock(&s->lock);
+  }
+}
+
+static inline void nurseryInsert(Nursery *n, uint64_t h, const Slot *slot, uint64_t size) {
+  Slot *e = &n->slots[nurseryIndex(h)];
+  uint64_t old = __atomic_load_n(&e->w0, __ATOMIC_RELAXED);
+  if (UNLIKELY(old & ADDR_MASK)) nurseryEvict(n, e, old, slot->w0 & ADDR_MASK);
+  __atomic_store_n(&e->w1, slot->w1, __ATOMIC_RELAXED);
+  __atomic_store_n(&e->w2, slot->w2, __ATOMIC_RELAXED);
+  __atomic_store_n(&e->w0, slot->w0, __ATOMIC_RELEASE);  // last: others read it first
+  BUMP(n->allocations, 1);
+  BUMP(n->allocatedBytes, size);
+}
+
+// A block taken out of a nursery slot, counted on `counter` (the taking thread's): as a
+// free by category, or (for realloc) as moved out, its free counted by the caller.
+static void countNurseryTake(Nursery *counter, const Slot *slot, void *pointer, bool aggregate) {
+  uint64_t size = slot->w1 & SIZE_MASK;
+  if (!aggregate) {
+    BUMP(counter->movedOut, 1);
+    BUMP(counter->movedOutBytes, size);
+    return;
+  }
+  BUMP(counter->frees, 1);
+  BUMP(counter->freedBytes, size);
+  uint64_t metadata = (slot->w1 & OBJECT_BIT) ? *(uint64_t *)pointer : 0;
+  if (metadata != 0 && !(metadata & 7)) freedAdd(&counter->freed, STRIPES + counter->index, metadata, size);
+  else freedAddUntyped(&counter->freed, size);
+}
+
+// Moves every nursery's blocks to the stripes and leaves nurseries off (reopenNurseries
+// turns them on again). Never from a hook.
+static void drainNurseries(void) {
+  if (!g_nurseriesUsable) return;
+  int savedErrno = errno;
+  atomic_fetch_add(&g_drainSeq, 1);
+  atomic_store(&g_nurseriesOn, 0);
+  // Cannot fail once registered (registerMembarrier), which made nurseries usable.
+  syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
+  uint32_t count = atomic_load(&g_nurseryCount);
+  for (uint32_t i = 0; i < count; i++) {
+    while (atomic_load(&g_nurseries[i]->busy)) sched_yield();
+  }
+  spinLock(&g_overflowLock);
+  pid_t pid = getpid();
+  for (uint32_t i = 0; i < count; i++) {
+    Nursery *n = g_nurseries[i];
+    for (uint32_t j = 0; j < NURSERY_SLOTS; j++) {
+      Slot moving = n->slots[j];
+      uint64_t key = moving.w0 & ADDR_MASK;
+      if (!key) continue;
+      uint64_t h = hashAddress(key);
+      Stripe *s = stripeFor(h);
+      spinLock(&s->lock);
+      stripePlace(s, h, &moving);
+      spinUnlock(&s->lock);
+      n->slots[j].w0 = 0;
+      BUMP(n->movedOut, 1);
+      BUMP(n->movedOutBytes, moving.w1 & SIZE_MASK);
+    }
+    // A thread that has exited leaves its nursery to the next new thread.
+    int32_t owner = atomic_load(&n->owner);
+    if (owner && syscall(SYS_tgkill, pid, owner, 0) != 0 && errno == ESRCH) atomic_store(&n->owner, 0);
+  }
+  spinUnlock(&g_overflowLock);
+  atomic_fetch_add(&g_drainSeq, 1);
+  errno = savedErrno;
+}
+
+static void reopenNurseries(void) {
+  if (g_nurseriesUsable) atomic_store(&g_nurseriesOn, 1);
+}
+
+// Nurseries need membarrier's private expedited command (Linux 4.14); registering for it
+// is the one process-wide effect, once.
+static bool registerMembarrier(void) {
+  static int registered;  // 0 unknown, 1 yes, -1 no
+  if (!registered) registered = syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0 ? 1 : -1;
+  return registered > 0;
+}
+
+static void resetNursery(Nursery *n) {
+  n->allocations = n->allocatedBytes = n->frees = n->freedBytes = n->movedOut = n->movedOutBytes = 0;
+  if (n->freed.slots) munmap(n->freed.slots, FREED_TABLE_BYTES);
+  n->freed = (FreedTable){0};
+}
+
+// The nurseries' live blocks and bytes (racy while they are in use: for the timeline).
+static void nurseriesLive(int64_t *blocks, int64_t *bytes) {
+  int64_t b = 0, n = 0;
+  uint32_t count = atomic_load_explicit(&g_nurseryCount, memory_order_acquire);
+  for (uint32_t i = 0; i <= count; i++) {
+    Nursery *x = i < count ? g_nurseries[i] : &g_overflow;
+    n += (int64_t)(__atomic_load_n(&x->allocations, __ATOMIC_RELAXED) - __atomic_load_n(&x->frees, __ATOMIC_RELAXED) -
+                   __atomic_load_n(&x->movedOut, __ATOMIC_RELAXED));
+    b += (int64_t)(__atomic_load_n(&x->allocatedBytes, __ATOMIC_RELAXED) -
+                   __atomic_load_n(&x->freedBytes, __ATOMIC_RELAXED) - __atomic_load_n(&x->movedOutBytes, __ATOMIC_RELAXED));
+  }
+  if (blocks) *blocks = n;
+  if (bytes) *bytes = b;
+}
+
 static void recordAlloc(void *pointer, size_t size, uintptr_t *frame) {
   if (UNLIKELY(t_ignoringAllocations)) return;
   uint64_t address = (uint64_t)(uintptr_t)pointer;
@@ -757,13 +1046,36 @@ static void recordAlloc(void *pointer, size_t size, uintptr_t *frame) {
   }
   uint64_t key = address >> 4;
   uint64_t h = hashAddress(key);
+  uint64_t generation = atomic_load_explicit(&g_generation, memory_order_relaxed);
+  if (generation > 0xFFFF) generation = 0xFFFF;
+  uint64_t size40 = size > SIZE_MASK ? SIZE_MASK : size;
+  Slot slot = {
+    .w0 = key | (generation << ADDR_BITS),
+    .w1 = size40 | (((uint64_t)currentTid() & TID_MASK) << 40) | (object ? OBJECT_BIT : 0),
+    .w2 = micros << 32,
+  };
+  bool fits = !(address & 15) && key <= ADDR_MASK;
+  if (LIKELY(fits && atomic_load_explicit(&g_nurseriesOn, memory_order_relaxed))) {
+    Nursery *n = nurseryForThread();
+    if (n && nurseryEnter(n)) {
+      if (depth) {
+        stackId = stackIntern(frames, depth, stackHash);
+        stackCacheStore(frame, stackId, reads, readCount);
+      }
+      slot.w2 |= stackId;
+      nurseryInsert(n, h, &slot, size);
+      if (UNLIKELY(clockRead)) timelineMaybeSample(micros);
+      nurseryLeave(n);
+      return;
+    }
+  }
   Stripe *s = stripeFor(h);
   spinLock(&s->lock);
   if (UNLIKELY(!atomic_load_explicit(&g_recording, memory_order_relaxed))) {
     spinUnlock(&s->lock);
     return;
   }
-  if (UNLIKELY((address & 15) || key > ADDR_MASK || !stripeReserve(s))) {
+  if (UNLIKELY(!fits)) {
     s->lostBlocks++;
     spinUnlock(&s->lock);
     return;
@@ -772,62 +1084,25 @@ static void recordAlloc(void *pointer, size_t size, uintptr_t *frame) {
     stackId = stackIntern(frames, depth, stackHash);
     stackCacheStore(frame, stackId, reads, readCount);
   }
-  uint64_t generation = atomic_load_explicit(&g_generation, memory_order_relaxed);
-  if (generation > 0xFFFF) generation = 0xFFFF;
-  uint64_t size40 = size > SIZE_MASK ? SIZE_MASK : size;
-  Slot slot = {
-    .w0 = key | (generation << ADDR_BITS),
-    .w1 = size40 | (((uint64_t)currentTid() & TID_MASK) << 40) | (object ? OBJECT_BIT : 0),
-    .w2 = (uint64_t)stackId | (micros << 32),
-  };
-  uint64_t capacity = s->capacity;
-  uint64_t i = slotIndex(h, capacity);
-  uint64_t firstFree = UINT64_MAX;
-  for (;;) {
-    uint64_t k = s->slots[i].w0 & ADDR_MASK;
-    if (k == KEY_EMPTY) break;
-    if (k == KEY_TOMBSTONE) {
-      if (firstFree == UINT64_MAX) firstFree = i;
-    } else if (k == key) {
-      // A block we never saw freed (freed by a path that bypasses free): replace it.
-      if (s->slots[i].w1 & PREEXISTING_BIT) {
-        s->preLive--;
-        s->preLiveBytes -= s->slots[i].w1 & SIZE_MASK;
-      } else {
-        s->live--;
-        __atomic_store_n(&s->liveBytes, s->liveBytes - (s->slots[i].w1 & SIZE_MASK), __ATOMIC_RELAXED);
-      }
-      s->slots[i].w0 = KEY_TOMBSTONE;
-      if (firstFree == UINT64_MAX) firstFree = i;
-      break;
-    }
-    i = (i + 1 == capacity) ? 0 : i + 1;
+  slot.w2 |= stackId;
+  if (stripePlace(s, h, &slot)) {
+    s->allocations++;
+    s->allocatedBytes += size;
   }
-  if (firstFree == UINT64_MAX) {
-    firstFree = i;
-    s->used++;
-  }
-  s->slots[firstFree] = slot;
-  s->live++;
-  __atomic_store_n(&s->liveBytes, s->liveBytes + size, __ATOMIC_RELAXED);
-  s->allocations++;
-  s->allocatedBytes += size;
   if (UNLIKELY(clockRead)) timelineMaybeSample(micros);
   spinUnlock(&s->lock);
 }
 
 // Call while the block is still allocated: a Swift object's first word is its metadata.
 static uint64_t categoryKey(void *pointer, const Slot *slot);
-static void freedAdd(Stripe *s, uint64_t key, uint64_t size);
 
 enum { TAKE_UNTRACKED = 0, TAKE_TRACKED = 1, TAKE_PREEXISTING = 2 };
 
-// Removes `pointer` from its table; fills *out. Returns TAKE_TRACKED for a block of the
-// session, TAKE_PREEXISTING for one allocated before it (never counted or aggregated).
-// With `aggregate`, also counts the free under its category in the same critical section.
-static int takeBlock(void *pointer, Slot *out, bool aggregate) {
-  uint64_t key = (uint64_t)(uintptr_t)pointer >> 4;
-  uint64_t h = hashAddress(key);
+// Removes `pointer` from its stripe's table; fills *out. Returns TAKE_TRACKED for a block
+// of the session, TAKE_PREEXISTING for one allocated before it (never counted or
+// aggregated). With `aggregate`, also counts the free under its category in the same
+// critical section.
+static int takeFromStripes(void *pointer, uint64_t key, uint64_t h, Slot *out, bool aggregate) {
   Stripe *s = stripeFor(h);
   spinLock(&s->lock);
   if (UNLIKELY(!atomic_load_explicit(&g_recording, memory_order_relaxed) || !s->slots)) {
@@ -863,11 +1138,81 @@ static int takeBlock(void *pointer, Slot *out, bool aggregate) {
     // allocated: a Swift object's first word is its metadata.
     s->frees++;
     uint64_t metadata = (slot.w1 & OBJECT_BIT) ? *(uint64_t *)pointer : 0;
-    if (metadata != 0 && !(metadata & 7)) freedAdd(s, metadata, size);
-    else freedAddUntyped(s, size);
+    if (metadata != 0 && !(metadata & 7)) freedAdd(&s->freed, (uint64_t)(s - g_stripes), metadata, size);
+    else freedAddUntyped(&s->freed, size);
   }
   spinUnlock(&s->lock);
   return TAKE_TRACKED;
+}
+
+// While nurseries are on (own: the thread's nursery, NULL for an overflow thread): the
+// thread's own nursery, the stripes, then the other nurseries.
+static int takeWithNurseries(Nursery *own, Nursery *counter, void *pointer, uint64_t key, uint64_t h, Slot *out,
+                             bool aggregate) {
+  uint32_t index = nurseryIndex(h);
+  if (own) {
+    Slot *e = &own->slots[index];
+    uint64_t w0 = __atomic_load_n(&e->w0, __ATOMIC_RELAXED);
+    if (LIKELY((w0 & ADDR_MASK) == key)) {
+      *out = (Slot){w0, e->w1, e->w2};
+      // Only a second free of the same block could race with this store.
+      __atomic_store_n(&e->w0, 0, __ATOMIC_RELAXED);
+      countNurseryTake(counter, out, pointer, aggregate);
+      return TAKE_TRACKED;
+    }
+  }
+  int taken = takeFromStripes(pointer, key, h, out, aggregate);
+  if (taken != TAKE_UNTRACKED) return taken;
+  uint32_t count = atomic_load_explicit(&g_nurseryCount, memory_order_acquire);
+  for (uint32_t i = 0; i < count; i++) {
+    Nursery *n = g_nurseries[i];
+    if (n == own) continue;
+    Slot *e = &n->slots[index];
+    uint64_t w0 = __atomic_load_n(&e->w0, __ATOMIC_ACQUIRE);
+    if ((w0 & ADDR_MASK) != key) continue;
+    Slot slot = {w0, __atomic_load_n(&e->w1, __ATOMIC_RELAXED), __atomic_load_n(&e->w2, __ATOMIC_RELAXED)};
+    if (__atomic_compare_exchange_n(&e->w0, &w0, 0, false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+      *out = slot;
+      countNurseryTake(counter, out, pointer, aggregate);
+      return TAKE_TRACKED;
+    }
+    // Its owner moved it to the stripes meanwhile.
+    taken = takeFromStripes(pointer, key, h, out, aggregate);
+    if (taken != TAKE_UNTRACKED) return taken;
+  }
+  return TAKE_UNTRACKED;
+}
+
+// Removes `pointer` from wherever it is tracked (takeFromStripes' results); fills *out.
+static int takeBlock(void *pointer, Slot *out, bool aggregate) {
+  uint64_t key = (uint64_t)(uintptr_t)pointer >> 4;
+  uint64_t h = hashAddress(key);
+  if (LIKELY(atomic_load_explicit(&g_nurseriesOn, memory_order_relaxed))) {
+    Nursery *n = nurseryForThread();
+    if (LIKELY(n != NULL)) {
+      if (nurseryEnter(n)) {
+        int taken = takeWithNurseries(n, n, pointer, key, h, out, aggregate);
+        nurseryLeave(n);
+        return taken;
+      }
+    } else {
+      spinLock(&g_overflowLock);
+      if (atomic_load_explicit(&g_nurseriesOn, memory_order_relaxed)) {
+        int taken = takeWithNurseries(NULL, &g_overflow, pointer, key, h, out, aggregate);
+        spinUnlock(&g_overflowLock);
+        return taken;
+      }
+      spinUnlock(&g_overflowLock);
+    }
+  }
+  uint64_t seq = atomic_load_explicit(&g_drainSeq, memory_order_acquire);
+  int taken = takeFromStripes(pointer, key, h, out, aggregate);
+  if (UNLIKELY(taken == TAKE_UNTRACKED && ((seq & 1) || atomic_load_explicit(&g_drainSeq, memory_order_acquire) != seq))) {
+    // A drain was moving nursery blocks to the stripes: look again once it is done.
+    while (atomic_load_explicit(&g_drainSeq, memory_order_acquire) & 1) sched_yield();
+    taken = takeFromStripes(pointer, key, h, out, aggregate);
+  }
+  return taken;
 }
 
 static uint64_t categoryKey(void *pointer, const Slot *slot) {
@@ -884,7 +1229,7 @@ static void aggregateFree(void *pointer, const Slot *slot, uint64_t key) {
   spinLock(&s->lock);
   if (LIKELY(atomic_load_explicit(&g_recording, memory_order_relaxed))) {
     s->frees++;
-    freedAdd(s, key, size);
+    freedAdd(&s->freed, (uint64_t)(s - g_stripes), key, size);
   }
   spinUnlock(&s->lock);
 }
@@ -1339,6 +1684,7 @@ static void forkChild(void) {
   t_tid = 0;
   if (atomic_load_explicit(&g_state, memory_order_acquire) == STATE_IDLE) return;
   atomic_store_explicit(&g_recording, 0, memory_order_relaxed);
+  atomic_store_explicit(&g_nurseriesOn, 0, memory_order_relaxed);
   for (int i = STRIPES - 1; i >= 0; i--) spinUnlock(&g_stripes[i].lock);
   spinUnlock(&g_markLock);
 }
@@ -1369,7 +1715,7 @@ static void unmapAll(void) {
   for (int i = 0; i < STRIPES; i++) {
     Stripe *s = &g_stripes[i];
     if (s->slots) munmap(s->slots, s->mappedBytes);
-    if (s->freed) munmap(s->freed, FREED_TABLE_BYTES);
+    if (s->freed.slots) munmap(s->freed.slots, FREED_TABLE_BYTES);
     uint32_t keep = atomic_load(&s->lock);  // release() holds it: stay locked
     memset(s, 0, sizeof(*s));
     atomic_store(&s->lock, keep);
@@ -1476,6 +1822,14 @@ int32_t CPerfAlloc_start(const CPerfAlloc_Config *config, CPerfAlloc_Error *erro
   atomic_store(&g_timelineLast, 0);
   timelineAppend(g_startNs, 0);
   g_tracksPreexisting = continuing;
+  // A session that continues from process start keeps every block in the stripes, where
+  // the preexisting ones already are.
+  g_nurseriesUsable = !continuing && registerMembarrier();
+  uint32_t nurseries = atomic_load(&g_nurseryCount);
+  for (uint32_t i = 0; i < nurseries; i++) resetNursery(g_nurseries[i]);
+  resetNursery(&g_overflow);
+  g_overflow.index = MAX_NURSERIES;
+  atomic_store(&g_nurseriesOn, g_nurseriesUsable);
   if (continuing) {
     // From here on, blocks are the session's: the phase ends under every stripe lock, so
     // each block is on one side of it.
@@ -1547,20 +1901,43 @@ int32_t CPerfAlloc_markGeneration(CPerfAlloc_Mark *out) {
     return CPerfAlloc_ErrorState;
   }
   uint32_t generation = atomic_fetch_add(&g_generation, 1) + 1;
-  uint64_t blocks = 0;
-  for (int i = 0; i < STRIPES; i++) blocks += __atomic_load_n(&g_stripes[i].live, __ATOMIC_RELAXED);
+  // The young blocks go to the stripes, so the count is exact at the mark.
+  drainNurseries();
+  int64_t blocks = 0;
+  nurseriesLive(&blocks, NULL);
+  for (int i = 0; i < STRIPES; i++) blocks += (int64_t)__atomic_load_n(&g_stripes[i].live, __ATOMIC_RELAXED);
   int64_t live = sumLiveBytes();
+  reopenNurseries();
   CPerfAlloc_Mark mark = {
     .generation = generation,
     .timestampNs = monotonicNs(),
     .liveBytes = live > 0 ? (uint64_t)live : 0,
-    .liveBlocks = blocks,
+    .liveBlocks = blocks > 0 ? (uint64_t)blocks : 0,
   };
   g_marks[count] = mark;
   atomic_store(&g_markCount, count + 1);
   spinUnlock(&g_markLock);
   if (out) *out = mark;
   return CPerfAlloc_OK;
+}
+
+// Copies a freed table's categories into the snapshot from index f (its lost frees as
+// one entry with key UINT64_MAX); returns the next index.
+static uint64_t snapshotFreed(const FreedTable *t, uint64_t f, uint64_t capacity) {
+  for (uint64_t j = 0; g_freedSnapshot && t->slots && j < FREED_SLOTS + SIZE_CLASS_SLOTS; j++) {
+    if (t->slots[j].count == 0 || f >= capacity) continue;
+    g_freedSnapshot[f].key = t->slots[j].key;
+    g_freedSnapshot[f].count = t->slots[j].count;
+    g_freedSnapshot[f].bytes = t->slots[j].bytes;
+    f++;
+  }
+  if (g_freedSnapshot && t->lost && f < capacity) {
+    g_freedSnapshot[f].key = UINT64_MAX;
+    g_freedSnapshot[f].count = t->lost;
+    g_freedSnapshot[f].bytes = 0;
+    f++;
+  }
+  return f;
 }
 
 int32_t CPerfAlloc_stop(CPerfAlloc_Error *error) {
@@ -1574,6 +1951,7 @@ int32_t CPerfAlloc_stop(CPerfAlloc_Error *error) {
   // hook touches a table again. Nothing here may malloc: the guard makes sure.
   t_inHook = 1;
   spinLock(&g_markLock);
+  drainNurseries();  // every live block is in the stripes from here on
   for (int i = 0; i < STRIPES; i++) spinLock(&g_stripes[i].lock);
   atomic_store(&g_recording, 0);
   startWatchIfWanted();
@@ -1583,7 +1961,12 @@ int32_t CPerfAlloc_stop(CPerfAlloc_Error *error) {
   for (int i = 0; i < STRIPES; i++) {
     live += g_stripes[i].live;
     preLive += g_stripes[i].preLive;
-    freedEntries += g_stripes[i].freedUsed + (g_stripes[i].lostFreedKeys ? 1 : 0);
+    freedEntries += g_stripes[i].freed.used + (g_stripes[i].freed.lost ? 1 : 0);
+  }
+  uint32_t nurseries = atomic_load(&g_nurseryCount);
+  for (uint32_t i = 0; i <= nurseries; i++) {
+    const Nursery *x = i < nurseries ? g_nurseries[i] : &g_overflow;
+    freedEntries += x->freed.used + (x->freed.lost ? 1 : 0);
   }
   g_blocksBytes = pageRound((live ? live : 1) * sizeof(CPerfAlloc_Block));
   g_blocks = mapBytes(g_blocksBytes);
@@ -1609,7 +1992,7 @@ int32_t CPerfAlloc_stop(CPerfAlloc_Error *error) {
     st->liveBlocks += s->live;
     st->liveBytes += s->liveBytes;
     st->lostBlocks += s->lostBlocks;
-    st->lostFreedKeys += s->lostFreedKeys;
+    st->lostFreedKeys += s->freed.lost;
     st->blockTableBytes += s->mappedBytes;
     for (uint64_t j = 0; g_blocks && j < s->capacity; j++) {
       const Slot *slot = &s->slots[j];
@@ -1632,19 +2015,16 @@ int32_t CPerfAlloc_stop(CPerfAlloc_Error *error) {
       b->stackId = (uint32_t)slot->w2;
       b->timestampNs = g_startNs + (slot->w2 >> 32) * 1000;
     }
-    for (uint64_t j = 0; g_freedSnapshot && s->freed && j < FREED_SLOTS + SIZE_CLASS_SLOTS; j++) {
-      if (s->freed[j].count == 0 || f >= freedEntries) continue;
-      g_freedSnapshot[f].key = s->freed[j].key;
-      g_freedSnapshot[f].count = s->freed[j].count;
-      g_freedSnapshot[f].bytes = s->freed[j].bytes;
-      f++;
-    }
-    if (g_freedSnapshot && s->lostFreedKeys && f < freedEntries) {
-      g_freedSnapshot[f].key = UINT64_MAX;
-      g_freedSnapshot[f].count = s->lostFreedKeys;
-      g_freedSnapshot[f].bytes = 0;
-      f++;
-    }
+    f = snapshotFreed(&s->freed, f, freedEntries);
+  }
+  for (uint32_t i = 0; i <= nurseries; i++) {
+    const Nursery *x = i < nurseries ? g_nurseries[i] : &g_overflow;
+    st->totalAllocations += x->allocations;
+    st->totalBytes += x->allocatedBytes;
+    st->trackedFrees += x->frees;
+    st->lostFreedKeys += x->freed.lost;
+    if (i < nurseries) st->blockTableBytes += sizeof(Nursery);
+    f = snapshotFreed(&x->freed, f, freedEntries);
   }
   g_blockCount = n;
   g_preBlockCount = pre;
@@ -1718,8 +2098,14 @@ static uint64_t copyLiveBlocks(CPerfAlloc_Block *out, uint64_t *pairs, uint64_t 
 
 uint64_t CPerfAlloc_liveBlocksNow(CPerfAlloc_Block *out, uint64_t capacity) {
   if (atomic_load(&g_state) != STATE_RUNNING) return 0;
+  // Marks and stop drain too: one drain at a time.
+  spinLock(&g_markLock);
+  drainNurseries();
   if (out) startWatchIfWanted();
-  return copyLiveBlocks(out, NULL, capacity);
+  uint64_t n = copyLiveBlocks(out, NULL, capacity);
+  reopenNurseries();
+  spinUnlock(&g_markLock);
+  return n;
 }
 
 uint64_t CPerfAlloc_liveBlocksBeforeSession(uint64_t *pairs, uint64_t capacity) {

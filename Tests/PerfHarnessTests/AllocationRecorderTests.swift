@@ -32,6 +32,35 @@ final class AllocProbeGeneric<T> {
   init(_ value: T) { self.value = value }
 }
 
+final class AllocProbeHandedOver { var value = 0 }
+final class AllocProbeHandedKept { var value = 0 }
+
+/// What one test thread hands to another: objects, and C blocks by address.
+final class HandOff: @unchecked Sendable {
+  private let lock = Mutex(())
+  private var objects: [Int: [AnyObject]] = [:]  // guarded by lock
+  private var blocks: [Int: [UInt]] = [:]
+  private var movedBlocks: [Int: [UInt]] = [:]
+  /// Sizes no other test allocates: a leftover block of these would be one of this test's.
+  static func originalSize(_ round: Int, _ thread: Int, _ k: Int) -> Int {
+    40_008 + 16 * (k + 100 * (thread + 4 * round))
+  }
+  static func movedSize(_ round: Int, _ thread: Int, _ k: Int) -> Int { 60_008 + 16 * (k + 100 * (thread + 4 * round)) }
+  func put(_ thread: Int, objects: [AnyObject], blocks: [UInt]) {
+    lock.withLock { _ in
+      self.objects[thread] = objects
+      self.blocks[thread] = blocks
+    }
+  }
+  func take(_ thread: Int) -> ([AnyObject], [UInt]) {
+    lock.withLock { _ in (objects.removeValue(forKey: thread) ?? [], blocks.removeValue(forKey: thread) ?? []) }
+  }
+  func putMoved(_ round: Int, _ thread: Int, _ blocks: [UInt]) {
+    lock.withLock { _ in movedBlocks[round * 100 + thread] = blocks }
+  }
+  func moved(_ round: Int, _ thread: Int) -> [UInt] { lock.withLock { _ in movedBlocks[round * 100 + thread] ?? [] } }
+}
+
 /// Holds objects across threads (the recorder must see them allocated on many threads).
 final class ProbeBin: @unchecked Sendable {
   private let lock = Mutex(())
@@ -156,6 +185,86 @@ extension ProcessWideRecording {
       #expect(dropped.transientCount == 8 * 5000)
       #expect(recording.lostBlocks == 0 && recording.lostStacks == 0)
       #expect(Set(recording.liveBlocks.filter { $0.isSwiftObject }.map(\.threadID)).count >= 2)
+    }
+
+    /// Objects and C blocks freed, or reallocated, on other threads than the ones that
+    /// allocated them (gone by then), with and without marks taken meanwhile: still
+    /// matched exactly.
+    @Test func blocksFreedOnOtherThreadsAreMatched() throws {
+      let recorder = try AllocationRecorder.start(mode: .countsOnly)
+      let threads = 4
+      let handOff = HandOff()
+      let kept = ProbeBin()
+      func startThreads(_ body: @escaping @Sendable (Int) -> Void) -> DispatchGroup {
+        let finished = DispatchGroup()
+        for index in 0..<threads {
+          finished.enter()
+          Thread {
+            defer { finished.leave() }
+            body(index)
+          }.start()
+        }
+        return finished
+      }
+      // Few enough blocks per thread that most are still its young ones when another
+      // thread frees them; in the second round, marks move them between tables meanwhile.
+      for round in 0..<2 {
+        startThreads { index in
+          var objects: [AnyObject] = []
+          var keep: [AnyObject] = []
+          for i in 0..<600 {
+            objects.append(AllocProbeHandedOver())
+            if i % 6 == 0 { keep.append(AllocProbeHandedKept()) }
+          }
+          let blocks = (0..<100).map { UInt(bitPattern: malloc(HandOff.originalSize(round, index, $0))) }
+          handOff.put(index, objects: objects, blocks: blocks)
+          kept.add(keep)
+        }.wait()
+        let consumers = startThreads { index in
+          let (objects, blocks) = handOff.take((index + 1) % threads)
+          withExtendedLifetime(objects) {}
+          let moved = blocks.enumerated().map { k, block in
+            UInt(bitPattern: realloc(UnsafeMutableRawPointer(bitPattern: block), HandOff.movedSize(round, index, k)))
+          }
+          handOff.putMoved(round, index, moved)
+        }
+        for mark in 0..<(round == 1 ? 5 : 0) {
+          recorder.markGeneration(label: "mark \(mark)")
+          usleep(200)
+        }
+        consumers.wait()
+      }
+      let recording = recorder.stop()
+      let report = Self.report(recording)
+      kept.removeAll()
+
+      let handedOver = try #require(Self.category(report, AllocProbeHandedOver.self))
+      #expect(handedOver.persistentCount == 0)
+      #expect(handedOver.transientCount == 2 * threads * 600)
+      let handedKept = try #require(Self.category(report, AllocProbeHandedKept.self))
+      #expect(handedKept.persistentCount == 2 * threads * 100)
+      #expect(handedKept.transientCount == 0)
+      // Every block is live at its new address and size; none at its old size.
+      let live = Set(recording.liveBlocks.map { "\($0.address) \($0.size)" })
+      let liveSizes = Set(recording.liveBlocks.map(\.size))
+      var notLive: [String] = []
+      var leftOver: [Int] = []
+      for round in 0..<2 {
+        for index in 0..<threads {
+          for (k, block) in handOff.moved(round, index).enumerated() {
+            let expected = "\(block) \(HandOff.movedSize(round, index, k))"
+            if !live.contains(expected) { notLive.append(expected) }
+            if liveSizes.contains(HandOff.originalSize(round, index, k)) {
+              leftOver.append(HandOff.originalSize(round, index, k))
+            }
+            free(UnsafeMutableRawPointer(bitPattern: block))
+          }
+        }
+      }
+      #expect(
+        notLive.isEmpty && leftOver.isEmpty,
+        "not live: \(notLive.prefix(5)); left at the old size: \(leftOver.prefix(5))")
+      #expect(recording.lostBlocks == 0)
     }
 
     /// Allocates through every malloc-family function with distinctive sizes.
