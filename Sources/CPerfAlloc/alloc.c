@@ -309,18 +309,16 @@ static inline void freedAddUntyped(FreedTable *t, uint64_t size) {
   f->bytes += size;
 }
 
-// `table` numbers the table (stripes first, then nurseries).
-static inline void freedAdd(FreedTable *t, uint64_t table, uint64_t key, uint64_t size) {
-  if (key & 1) {
-    freedAddUntyped(t, size);  // the key is the size's
-    return;
-  }
-  if (UNLIKELY(!t->slots) && !freedMap(t)) return;
-  // Keys are metadata pointers or small odd numbers: mix before indexing. The tables are
-  // page-aligned, so without the per-table offset one key would land in the same cache
-  // set in all tables and keep evicting itself.
+// Keys are metadata pointers or small odd numbers: mix before indexing. The tables are
+// page-aligned, so without the per-table offset one key would land in the same cache set
+// in all tables and keep evicting itself. `table` numbers the table (stripes first, then
+// nurseries).
+static inline uint64_t freedHome(uint64_t table, uint64_t key) {
   uint64_t i = (key * 0x9E3779B97F4A7C15ull) >> 52;  // 12 bits: FREED_SLOTS == 4096
-  i = (i + table * 43) & (FREED_SLOTS - 1);
+  return (i + table * 43) & (FREED_SLOTS - 1);
+}
+
+static void freedProbe(FreedTable *t, uint64_t i, uint64_t key, uint64_t size) {
   for (uint64_t probes = 0; probes < FREED_SLOTS; probes++) {
     FreedSlot *f = &t->slots[i];
     if (f->key == key || f->count == 0) {
@@ -332,6 +330,23 @@ static inline void freedAdd(FreedTable *t, uint64_t table, uint64_t key, uint64_
     i = (i + 1) & (FREED_SLOTS - 1);
   }
   t->lost++;
+}
+
+static inline __attribute__((always_inline)) void freedAdd(FreedTable *t, uint64_t table, uint64_t key,
+                                                           uint64_t size) {
+  if (key & 1) {
+    freedAddUntyped(t, size);  // the key is the size's
+    return;
+  }
+  if (UNLIKELY(!t->slots) && !freedMap(t)) return;
+  uint64_t i = freedHome(table, key);
+  FreedSlot *f = &t->slots[i];
+  if (LIKELY(f->key == key && f->count)) {  // the category's slot, met before
+    f->count++;
+    f->bytes += size;
+    return;
+  }
+  freedProbe(t, i, key, size);
 }
 
 // MARK: - Stack table
@@ -928,7 +943,8 @@ static inline void nurseryInsert(Nursery *n, uint64_t h, const Slot *slot, uint6
 
 // A block taken out of a nursery slot, counted on `counter` (the taking thread's): as a
 // free by category, or (for realloc) as moved out, its free counted by the caller.
-static void countNurseryTake(Nursery *counter, const Slot *slot, void *pointer, bool aggregate) {
+static inline __attribute__((always_inline)) void countNurseryTake(Nursery *counter, const Slot *slot, void *pointer,
+                                                                   bool aggregate) {
   uint64_t size = slot->w1 & SIZE_MASK;
   if (!aggregate) {
     BUMP(counter->movedOut, 1);
@@ -1145,22 +1161,24 @@ static int takeFromStripes(void *pointer, uint64_t key, uint64_t h, Slot *out, b
   return TAKE_TRACKED;
 }
 
-// While nurseries are on (own: the thread's nursery, NULL for an overflow thread): the
-// thread's own nursery, the stripes, then the other nurseries.
-static int takeWithNurseries(Nursery *own, Nursery *counter, void *pointer, uint64_t key, uint64_t h, Slot *out,
-                             bool aggregate) {
+// The thread's own nursery (own: NULL for an overflow thread); true if it was there.
+static inline __attribute__((always_inline)) bool takeFromOwnNursery(Nursery *own, void *pointer, uint64_t key,
+                                                                     uint64_t h, Slot *out, bool aggregate) {
+  Slot *e = &own->slots[nurseryIndex(h)];
+  uint64_t w0 = __atomic_load_n(&e->w0, __ATOMIC_RELAXED);
+  if ((w0 & ADDR_MASK) != key) return false;
+  *out = (Slot){w0, e->w1, e->w2};
+  // Only a second free of the same block could race with this store.
+  __atomic_store_n(&e->w0, 0, __ATOMIC_RELAXED);
+  countNurseryTake(own, out, pointer, aggregate);
+  return true;
+}
+
+// While nurseries are on, after the thread's own (own: NULL for an overflow thread): the
+// stripes, then the other nurseries.
+__attribute__((noinline)) static int takeFromOthers(Nursery *own, Nursery *counter, void *pointer, uint64_t key,
+                                                    uint64_t h, Slot *out, bool aggregate) {
   uint32_t index = nurseryIndex(h);
-  if (own) {
-    Slot *e = &own->slots[index];
-    uint64_t w0 = __atomic_load_n(&e->w0, __ATOMIC_RELAXED);
-    if (LIKELY((w0 & ADDR_MASK) == key)) {
-      *out = (Slot){w0, e->w1, e->w2};
-      // Only a second free of the same block could race with this store.
-      __atomic_store_n(&e->w0, 0, __ATOMIC_RELAXED);
-      countNurseryTake(counter, out, pointer, aggregate);
-      return TAKE_TRACKED;
-    }
-  }
   int taken = takeFromStripes(pointer, key, h, out, aggregate);
   if (taken != TAKE_UNTRACKED) return taken;
   uint32_t count = atomic_load_explicit(&g_nurseryCount, memory_order_acquire);
@@ -1191,14 +1209,16 @@ static int takeBlock(void *pointer, Slot *out, bool aggregate) {
     Nursery *n = nurseryForThread();
     if (LIKELY(n != NULL)) {
       if (nurseryEnter(n)) {
-        int taken = takeWithNurseries(n, n, pointer, key, h, out, aggregate);
+        int taken = takeFromOwnNursery(n, pointer, key, h, out, aggregate)
+                        ? TAKE_TRACKED
+                        : takeFromOthers(n, n, pointer, key, h, out, aggregate);
         nurseryLeave(n);
         return taken;
       }
     } else {
       spinLock(&g_overflowLock);
       if (atomic_load_explicit(&g_nurseriesOn, memory_order_relaxed)) {
-        int taken = takeWithNurseries(NULL, &g_overflow, pointer, key, h, out, aggregate);
+        int taken = takeFromOthers(NULL, &g_overflow, pointer, key, h, out, aggregate);
         spinUnlock(&g_overflowLock);
         return taken;
       }
