@@ -34,6 +34,7 @@ final class AllocProbeGeneric<T> {
 
 final class AllocProbeHandedOver { var value = 0 }
 final class AllocProbeHandedKept { var value = 0 }
+final class AllocProbeCrowd { var value = 0 }
 
 /// What one test thread hands to another: objects, and C blocks by address.
 final class HandOff: @unchecked Sendable {
@@ -264,6 +265,43 @@ extension ProcessWideRecording {
       #expect(
         notLive.isEmpty && leftOver.isEmpty,
         "not live: \(notLive.prefix(5)); left at the old size: \(leftOver.prefix(5))")
+      #expect(recording.lostBlocks == 0)
+    }
+
+    /// More threads alive at once than there are per-thread tables: the threads left
+    /// without one free blocks that others' tables hold, and each is counted once.
+    @Test func moreThreadsThanNurseriesAreCountedExactly() throws {
+      let recorder = try AllocationRecorder.start(mode: .countsOnly)
+      let threads = 300
+      let handOff = HandOff()
+      let allAllocated = DispatchGroup()
+      let finished = DispatchGroup()
+      let go = DispatchSemaphore(value: 0)
+      for index in 0..<threads {
+        allAllocated.enter()
+        finished.enter()
+        Thread {
+          var own: [AnyObject] = (0..<20).map { _ in AllocProbeCrowd() }
+          handOff.put(index, objects: Array(own[10...]), blocks: [])
+          own.removeLast(10)
+          allAllocated.leave()
+          go.wait()  // every thread is alive (and has its table, or none) until here
+          do {
+            // Freed before the thread says it is done (by the end of this block).
+            let (theirs, _) = handOff.take((index + 1) % threads)
+            withExtendedLifetime(theirs) {}
+          }
+          own.removeAll()
+          finished.leave()
+        }.start()
+      }
+      allAllocated.wait()
+      for _ in 0..<threads { go.signal() }
+      finished.wait()
+      let recording = recorder.stop()
+      let crowd = try #require(Self.category(Self.report(recording), AllocProbeCrowd.self))
+      #expect(crowd.persistentCount == 0)
+      #expect(crowd.transientCount == threads * 20)
       #expect(recording.lostBlocks == 0)
     }
 
