@@ -380,6 +380,27 @@ extension ProcessWideRecording {
         "\(CPerfSampler_fastSamples()) fast of \(mine.count) samples")
     }
 
+    /// Where no rule shape fits (here a function without an FDE, which libunwind steps
+    /// through with its own fallback), a sample is deferred with a copy of the whole stack
+    /// and finished with libunwind's step on the copy: not unw_backtrace in the handler
+    /// (30-50 µs each), and with libunwind's stacks.
+    @Test func framesNoRuleFitsAreDeferredNotUnwoundInTheHandler() throws {
+      CPerfSampler_setUnwinder(2)  // verify
+      defer { CPerfSampler_setUnwinder(-1) }
+      let session = try SamplingSession.start(SamplerConfiguration())
+      let me = CPerfSampler_gettid()
+      Self.blackHole(UnwindCases_spinInLoopWithoutUnwindInfo(400_000_000))
+      let result = session.stop()
+      let mine = result.samples.filter { $0.threadID == me }
+      #expect(mine.count >= 40, "only \(mine.count) samples")
+      #expect(
+        CPerfSampler_unwinderMismatches() == 0,
+        "\(CPerfSampler_unwinderMismatches()) of \(CPerfSampler_fastSamples()) fast stacks differ from libunwind")
+      #expect(
+        Double(CPerfSampler_fastSamples()) >= 0.9 * Double(mine.count),
+        "\(CPerfSampler_fastSamples()) fast of \(mine.count) samples")
+    }
+
     /// The fast unwinder (per-PC rules applied to the interrupted stack) must produce the
     /// same stacks as unw_backtrace: verify mode computes both for every sample.
     @Test func fastUnwinderMatchesLibunwindOnDeepRecursion() throws {

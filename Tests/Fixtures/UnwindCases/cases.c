@@ -40,6 +40,22 @@ __asm__(".text\n"
         "  .cfi_endproc\n"
         ".size unwind_cases_after_pop, .-unwind_cases_after_pop\n");
 
+// A loop of a few PCs in a leaf without an FDE or a frame, as libswiftCore's functions
+// without one are before their `push %rbp`: samples keep landing on PCs the sampler has
+// seen, so they show what it does where no rule shape fits libunwind's step.
+__asm__(".text\n"
+        ".p2align 4\n"
+        ".type unwind_cases_loop_without_fde,@function\n"
+        "unwind_cases_loop_without_fde:\n"
+        "  movq %rdi, %rax\n"
+        "  movl $16384, %ecx\n"
+        "1:\n"
+        "  addq $1, %rax\n"
+        "  decl %ecx\n"
+        "  jnz 1b\n"
+        "  ret\n"
+        ".size unwind_cases_loop_without_fde, .-unwind_cases_loop_without_fde\n");
+
 static uint64_t thread_cpu_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
@@ -48,6 +64,7 @@ static uint64_t thread_cpu_ns(void) {
 
 uint64_t unwind_cases_leaf_without_fde(uint64_t value);
 uint64_t unwind_cases_after_pop(uint64_t value);
+uint64_t unwind_cases_loop_without_fde(uint64_t value);
 
 __attribute__((noinline)) static uint64_t spin_in(uint64_t (*leaf)(uint64_t), uint64_t nanoseconds) {
   uint64_t start = thread_cpu_ns(), total = 0;
@@ -68,4 +85,8 @@ __attribute__((noinline)) uint64_t UnwindCases_spinInLeafWithoutUnwindInfo(uint6
 
 __attribute__((noinline)) uint64_t UnwindCases_spinAfterPopInEpilogue(uint64_t nanoseconds) {
   return spin_in(unwind_cases_after_pop, nanoseconds);
+}
+
+__attribute__((noinline)) uint64_t UnwindCases_spinInLoopWithoutUnwindInfo(uint64_t nanoseconds) {
+  return spin_in(unwind_cases_loop_without_fde, nanoseconds);
 }

@@ -14,4 +14,7 @@ uint64_t UnwindCases_spinInLeafWithoutUnwindInfo(uint64_t nanoseconds);
 /// at CFA - 16 (below sp by then), as LLVM leaves it before a `ret` or a tail jump.
 uint64_t UnwindCases_spinAfterPopInEpilogue(uint64_t nanoseconds);
 
+/// The same, in a loop of a few PCs in a leaf without an FDE (and without a frame).
+uint64_t UnwindCases_spinInLoopWithoutUnwindInfo(uint64_t nanoseconds);
+
 #endif
