@@ -363,18 +363,26 @@ extension ProcessWideRecording {
     /// the fast path (they took libunwind in the handler, 15-40 µs each, when no rule shape
     /// fit), with libunwind's stacks.
     @Test func epiloguesAfterPopTakeTheFastPath() throws {
+      // About half of the samples land in the epilogue's loop.
+      try Self.expectFastPathWithLibunwindStacks {
+        Self.blackHole(UnwindCases_spinAfterPopInEpilogue(400_000_000))
+      }
+    }
+
+    /// Samples `work` (at least 40 of this thread's samples) in verify mode: at least 90 %
+    /// take the fast path (deferred ones included), and every stack is libunwind's.
+    static func expectFastPathWithLibunwindStacks(_ work: () -> Void) throws {
       CPerfSampler_setUnwinder(2)  // verify
       defer { CPerfSampler_setUnwinder(-1) }
       let session = try SamplingSession.start(SamplerConfiguration())
       let me = CPerfSampler_gettid()
-      Self.blackHole(UnwindCases_spinAfterPopInEpilogue(400_000_000))
+      work()
       let result = session.stop()
       let mine = result.samples.filter { $0.threadID == me }
       #expect(mine.count >= 40, "only \(mine.count) samples")
       #expect(
         CPerfSampler_unwinderMismatches() == 0,
         "\(CPerfSampler_unwinderMismatches()) of \(CPerfSampler_fastSamples()) fast stacks differ from libunwind")
-      // About half of them land in the epilogue's loop.
       #expect(
         Double(CPerfSampler_fastSamples()) >= 0.9 * Double(mine.count),
         "\(CPerfSampler_fastSamples()) fast of \(mine.count) samples")
@@ -385,20 +393,9 @@ extension ProcessWideRecording {
     /// and finished with libunwind's step on the copy: not unw_backtrace in the handler
     /// (30-50 µs each), and with libunwind's stacks.
     @Test func framesNoRuleFitsAreDeferredNotUnwoundInTheHandler() throws {
-      CPerfSampler_setUnwinder(2)  // verify
-      defer { CPerfSampler_setUnwinder(-1) }
-      let session = try SamplingSession.start(SamplerConfiguration())
-      let me = CPerfSampler_gettid()
-      Self.blackHole(UnwindCases_spinInLoopWithoutUnwindInfo(400_000_000))
-      let result = session.stop()
-      let mine = result.samples.filter { $0.threadID == me }
-      #expect(mine.count >= 40, "only \(mine.count) samples")
-      #expect(
-        CPerfSampler_unwinderMismatches() == 0,
-        "\(CPerfSampler_unwinderMismatches()) of \(CPerfSampler_fastSamples()) fast stacks differ from libunwind")
-      #expect(
-        Double(CPerfSampler_fastSamples()) >= 0.9 * Double(mine.count),
-        "\(CPerfSampler_fastSamples()) fast of \(mine.count) samples")
+      try Self.expectFastPathWithLibunwindStacks {
+        Self.blackHole(UnwindCases_spinInLoopWithoutUnwindInfo(400_000_000))
+      }
     }
 
     /// The fast unwinder (per-PC rules applied to the interrupted stack) must produce the

@@ -15,6 +15,15 @@ __asm__(".text\n"
         "  ret\n"
         ".size unwind_cases_leaf_without_fde, .-unwind_cases_leaf_without_fde\n");
 
+// 16384 additions to rax in a loop of three PCs, then the return.
+#define SPIN_AND_RETURN \
+  "  movl $16384, %ecx\n" \
+  "1:\n" \
+  "  addq $1, %rax\n" \
+  "  decl %ecx\n" \
+  "  jnz 1b\n" \
+  "  ret\n"
+
 // An epilogue whose CFI, after `pop %rbp`, still names the slot rbp was popped from
 // (now below sp), as LLVM emits it, with a loop of a few PCs before the `ret`: samples
 // keep landing on PCs the sampler has seen, so they show whether it learned a rule.
@@ -31,12 +40,7 @@ __asm__(".text\n"
         "  movq %rdi, %rax\n"
         "  popq %rbp\n"
         "  .cfi_def_cfa %rsp, 8\n"
-        "  movl $16384, %ecx\n"
-        "1:\n"
-        "  addq $1, %rax\n"
-        "  decl %ecx\n"
-        "  jnz 1b\n"
-        "  ret\n"
+        SPIN_AND_RETURN
         "  .cfi_endproc\n"
         ".size unwind_cases_after_pop, .-unwind_cases_after_pop\n");
 
@@ -48,12 +52,7 @@ __asm__(".text\n"
         ".type unwind_cases_loop_without_fde,@function\n"
         "unwind_cases_loop_without_fde:\n"
         "  movq %rdi, %rax\n"
-        "  movl $16384, %ecx\n"
-        "1:\n"
-        "  addq $1, %rax\n"
-        "  decl %ecx\n"
-        "  jnz 1b\n"
-        "  ret\n"
+        SPIN_AND_RETURN
         ".size unwind_cases_loop_without_fde, .-unwind_cases_loop_without_fde\n");
 
 static uint64_t thread_cpu_ns(void) {
