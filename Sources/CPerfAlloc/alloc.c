@@ -100,7 +100,7 @@ static inline uint64_t microsSinceStart(void) {
 // the hooks read it only every CLOCK_EVERY allocations per thread and publish the reading
 // in g_nowMicros; blocks are stamped with the latest published reading. The timeline is
 // sampled on those reads, with an exact time.
-#define CLOCK_EVERY 16
+#define CLOCK_EVERY 64
 static _Atomic uint64_t g_nowMicros;  // latest reading of any thread, microseconds since start
 static TLS uint32_t t_clockCountdown;
 
@@ -851,6 +851,9 @@ static SpinLock g_nurseryLock;  // adding a nursery
 static Nursery g_overflow;  // index MAX_NURSERIES, set at start
 static SpinLock g_overflowLock;
 static _Atomic int32_t g_nurseriesOn;
+// Types and counts with nurseries and no reserved addresses: malloc's hook skips the checks
+// other sessions need (reserved addresses, zeroing, blocks from before the session, stacks).
+static _Atomic int32_t g_countsFast;
 static _Atomic uint64_t g_drainSeq;  // odd while a drain moves blocks
 static bool g_nurseriesUsable;       // this session uses them (membarrier is available)
 static TLS Nursery *t_nursery;
@@ -943,9 +946,9 @@ static inline void nurseryInsert(Nursery *n, uint64_t h, const Slot *slot, uint6
 
 // A block taken out of a nursery slot, counted on `counter` (the taking thread's): as a
 // free by category, or (for realloc) as moved out, its free counted by the caller.
-static inline __attribute__((always_inline)) void countNurseryTake(Nursery *counter, const Slot *slot, void *pointer,
+static inline __attribute__((always_inline)) void countNurseryTake(Nursery *counter, uint64_t w1, void *pointer,
                                                                    bool aggregate) {
-  uint64_t size = slot->w1 & SIZE_MASK;
+  uint64_t size = w1 & SIZE_MASK;
   if (!aggregate) {
     BUMP(counter->movedOut, 1);
     BUMP(counter->movedOutBytes, size);
@@ -953,7 +956,7 @@ static inline __attribute__((always_inline)) void countNurseryTake(Nursery *coun
   }
   BUMP(counter->frees, 1);
   BUMP(counter->freedBytes, size);
-  uint64_t metadata = (slot->w1 & OBJECT_BIT) ? *(uint64_t *)pointer : 0;
+  uint64_t metadata = (w1 & OBJECT_BIT) ? *(uint64_t *)pointer : 0;
   if (metadata != 0 && !(metadata & 7)) freedAdd(&counter->freed, STRIPES + counter->index, metadata, size);
   else freedAddUntyped(&counter->freed, size);
 }
@@ -1030,10 +1033,64 @@ static void nurseriesLive(int64_t *blocks, int64_t *bytes) {
   if (bytes) *bytes = b;
 }
 
-static void recordAlloc(void *pointer, size_t size, uintptr_t *frame) {
-  if (UNLIKELY(t_ignoringAllocations)) return;
+// The block's slot, stack id still 0. *clockRead: this allocation read the clock (the
+// timeline is sampled then).
+static inline __attribute__((always_inline)) Slot newSlot(uint64_t key, size_t size, bool object, bool *clockRead) {
+  uint64_t micros;
+  if (UNLIKELY(t_clockCountdown == 0)) {
+    t_clockCountdown = CLOCK_EVERY - 1;
+    micros = microsSinceStart();
+    *clockRead = true;
+    uint64_t seen = atomic_load_explicit(&g_nowMicros, memory_order_relaxed);
+    while (micros > seen && !atomic_compare_exchange_weak_explicit(&g_nowMicros, &seen, micros, memory_order_relaxed,
+                                                                   memory_order_relaxed)) {
+    }
+  } else {
+    t_clockCountdown--;
+    micros = atomic_load_explicit(&g_nowMicros, memory_order_relaxed);
+  }
+  uint64_t generation = atomic_load_explicit(&g_generation, memory_order_relaxed);
+  if (generation > 0xFFFF) generation = 0xFFFF;
+  uint64_t size40 = size > SIZE_MASK ? SIZE_MASK : size;
+  return (Slot){
+    .w0 = key | (generation << ADDR_BITS),
+    .w1 = size40 | (((uint64_t)currentTid() & TID_MASK) << 40) | (object ? OBJECT_BIT : 0),
+    .w2 = micros << 32,
+  };
+}
+
+// Into the stripes: for blocks that cannot go to a nursery, or while nurseries are off.
+__attribute__((noinline)) static void recordAllocInStripes(uint64_t h, Slot slot, size_t size, bool fits,
+                                                           const uint64_t *frames, uint32_t depth, uint64_t stackHash,
+                                                           uintptr_t *frame, uintptr_t (*reads)[2], uint32_t readCount,
+                                                           bool clockRead) {
+  Stripe *s = stripeFor(h);
+  spinLock(&s->lock);
+  if (UNLIKELY(!atomic_load_explicit(&g_recording, memory_order_relaxed))) {
+    spinUnlock(&s->lock);
+    return;
+  }
+  if (UNLIKELY(!fits)) {
+    s->lostBlocks++;
+    spinUnlock(&s->lock);
+    return;
+  }
+  if (depth) {
+    uint32_t stackId = stackIntern(frames, depth, stackHash);
+    stackCacheStore(frame, stackId, reads, readCount);
+    slot.w2 |= stackId;
+  }
+  if (stripePlace(s, h, &slot)) {
+    s->allocations++;
+    s->allocatedBytes += size;
+  }
+  if (UNLIKELY(clockRead)) timelineMaybeSample(slot.w2 >> 32);
+  spinUnlock(&s->lock);
+}
+
+// With full stacks, or while blocks from before the session are listed.
+__attribute__((noinline)) static void recordAllocWithStack(void *pointer, size_t size, uintptr_t *frame, bool object) {
   uint64_t address = (uint64_t)(uintptr_t)pointer;
-  bool object = isObjectAllocation(frame);
   if (UNLIKELY(atomic_load_explicit(&g_preexistingPhase, memory_order_relaxed))) {
     recordPreexisting(address, size, object);
     return;
@@ -1047,29 +1104,11 @@ static void recordAlloc(void *pointer, size_t size, uintptr_t *frame) {
     stackId = stackCacheLookUp(frame, &cached);
     if (!cached) depth = captureStack(frame, frames, g_maxDepth, reads, &readCount, &stackHash);
   }
-  uint64_t micros;
   bool clockRead = false;
-  if (UNLIKELY(t_clockCountdown == 0)) {
-    t_clockCountdown = CLOCK_EVERY - 1;
-    micros = microsSinceStart();
-    clockRead = true;
-    uint64_t seen = atomic_load_explicit(&g_nowMicros, memory_order_relaxed);
-    while (micros > seen && !atomic_compare_exchange_weak_explicit(&g_nowMicros, &seen, micros, memory_order_relaxed, memory_order_relaxed)) {
-    }
-  } else {
-    t_clockCountdown--;
-    micros = atomic_load_explicit(&g_nowMicros, memory_order_relaxed);
-  }
   uint64_t key = address >> 4;
   uint64_t h = hashAddress(key);
-  uint64_t generation = atomic_load_explicit(&g_generation, memory_order_relaxed);
-  if (generation > 0xFFFF) generation = 0xFFFF;
-  uint64_t size40 = size > SIZE_MASK ? SIZE_MASK : size;
-  Slot slot = {
-    .w0 = key | (generation << ADDR_BITS),
-    .w1 = size40 | (((uint64_t)currentTid() & TID_MASK) << 40) | (object ? OBJECT_BIT : 0),
-    .w2 = micros << 32,
-  };
+  Slot slot = newSlot(key, size, object, &clockRead);
+  slot.w2 |= stackId;
   bool fits = !(address & 15) && key <= ADDR_MASK;
   if (LIKELY(fits && atomic_load_explicit(&g_nurseriesOn, memory_order_relaxed))) {
     Nursery *n = nurseryForThread();
@@ -1077,36 +1116,45 @@ static void recordAlloc(void *pointer, size_t size, uintptr_t *frame) {
       if (depth) {
         stackId = stackIntern(frames, depth, stackHash);
         stackCacheStore(frame, stackId, reads, readCount);
+        slot.w2 |= stackId;
       }
-      slot.w2 |= stackId;
       nurseryInsert(n, h, &slot, size);
-      if (UNLIKELY(clockRead)) timelineMaybeSample(micros);
+      if (UNLIKELY(clockRead)) timelineMaybeSample(slot.w2 >> 32);
       nurseryLeave(n);
       return;
     }
   }
-  Stripe *s = stripeFor(h);
-  spinLock(&s->lock);
-  if (UNLIKELY(!atomic_load_explicit(&g_recording, memory_order_relaxed))) {
-    spinUnlock(&s->lock);
+  recordAllocInStripes(h, slot, size, fits, frames, depth, stackHash, frame, reads, readCount, clockRead);
+}
+
+// Types and counts: the common case, kept lean (no stack buffers on this path).
+static inline __attribute__((always_inline)) void recordAllocCounts(void *pointer, size_t size, uintptr_t *frame) {
+  if (UNLIKELY(t_ignoringAllocations)) return;
+  bool object = isObjectAllocation(frame);
+  uint64_t address = (uint64_t)(uintptr_t)pointer;
+  bool clockRead = false;
+  uint64_t key = address >> 4;
+  uint64_t h = hashAddress(key);
+  Slot slot = newSlot(key, size, object, &clockRead);
+  bool fits = !(address & 15) && key <= ADDR_MASK;
+  if (LIKELY(fits && atomic_load_explicit(&g_nurseriesOn, memory_order_relaxed))) {
+    Nursery *n = nurseryForThread();
+    if (n && nurseryEnter(n)) {
+      nurseryInsert(n, h, &slot, size);
+      if (UNLIKELY(clockRead)) timelineMaybeSample(slot.w2 >> 32);
+      nurseryLeave(n);
+      return;
+    }
+  }
+  recordAllocInStripes(h, slot, size, fits, NULL, 0, 0, frame, NULL, 0, clockRead);
+}
+
+static inline __attribute__((always_inline)) void recordAlloc(void *pointer, size_t size, uintptr_t *frame) {
+  if (UNLIKELY(g_mode == CPerfAlloc_ModeFullStacks || atomic_load_explicit(&g_preexistingPhase, memory_order_relaxed))) {
+    if (!t_ignoringAllocations) recordAllocWithStack(pointer, size, frame, isObjectAllocation(frame));
     return;
   }
-  if (UNLIKELY(!fits)) {
-    s->lostBlocks++;
-    spinUnlock(&s->lock);
-    return;
-  }
-  if (depth) {
-    stackId = stackIntern(frames, depth, stackHash);
-    stackCacheStore(frame, stackId, reads, readCount);
-  }
-  slot.w2 |= stackId;
-  if (stripePlace(s, h, &slot)) {
-    s->allocations++;
-    s->allocatedBytes += size;
-  }
-  if (UNLIKELY(clockRead)) timelineMaybeSample(micros);
-  spinUnlock(&s->lock);
+  recordAllocCounts(pointer, size, frame);
 }
 
 // Call while the block is still allocated: a Swift object's first word is its metadata.
@@ -1161,16 +1209,18 @@ static int takeFromStripes(void *pointer, uint64_t key, uint64_t h, Slot *out, b
   return TAKE_TRACKED;
 }
 
-// The thread's own nursery (own: NULL for an overflow thread); true if it was there.
+// The thread's own nursery; true if the block was there. Reads the slot's words into
+// registers: *out is only written for realloc (a free's caller discards it).
 static inline __attribute__((always_inline)) bool takeFromOwnNursery(Nursery *own, void *pointer, uint64_t key,
                                                                      uint64_t h, Slot *out, bool aggregate) {
   Slot *e = &own->slots[nurseryIndex(h)];
   uint64_t w0 = __atomic_load_n(&e->w0, __ATOMIC_RELAXED);
   if ((w0 & ADDR_MASK) != key) return false;
-  *out = (Slot){w0, e->w1, e->w2};
+  uint64_t w1 = e->w1;
+  if (!aggregate) *out = (Slot){w0, w1, e->w2};
   // Only a second free of the same block could race with this store.
   __atomic_store_n(&e->w0, 0, __ATOMIC_RELAXED);
-  countNurseryTake(own, out, pointer, aggregate);
+  countNurseryTake(own, w1, pointer, aggregate);
   return true;
 }
 
@@ -1191,7 +1241,7 @@ __attribute__((noinline)) static int takeFromOthers(Nursery *own, Nursery *count
     Slot slot = {w0, __atomic_load_n(&e->w1, __ATOMIC_RELAXED), __atomic_load_n(&e->w2, __ATOMIC_RELAXED)};
     if (__atomic_compare_exchange_n(&e->w0, &w0, 0, false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
       *out = slot;
-      countNurseryTake(counter, out, pointer, aggregate);
+      countNurseryTake(counter, slot.w1, pointer, aggregate);
       return TAKE_TRACKED;
     }
     // Its owner moved it to the stripes meanwhile.
@@ -1201,30 +1251,9 @@ __attribute__((noinline)) static int takeFromOthers(Nursery *own, Nursery *count
   return TAKE_UNTRACKED;
 }
 
-// Removes `pointer` from wherever it is tracked (takeFromStripes' results); fills *out.
-static int takeBlock(void *pointer, Slot *out, bool aggregate) {
-  uint64_t key = (uint64_t)(uintptr_t)pointer >> 4;
-  uint64_t h = hashAddress(key);
-  if (LIKELY(atomic_load_explicit(&g_nurseriesOn, memory_order_relaxed))) {
-    Nursery *n = nurseryForThread();
-    if (LIKELY(n != NULL)) {
-      if (nurseryEnter(n)) {
-        int taken = takeFromOwnNursery(n, pointer, key, h, out, aggregate)
-                        ? TAKE_TRACKED
-                        : takeFromOthers(n, n, pointer, key, h, out, aggregate);
-        nurseryLeave(n);
-        return taken;
-      }
-    } else {
-      spinLock(&g_overflowLock);
-      if (atomic_load_explicit(&g_nurseriesOn, memory_order_relaxed)) {
-        int taken = takeFromOthers(NULL, &g_overflow, pointer, key, h, out, aggregate);
-        spinUnlock(&g_overflowLock);
-        return taken;
-      }
-      spinUnlock(&g_overflowLock);
-    }
-  }
+// Nurseries off, or a drain under way: the stripes.
+__attribute__((noinline)) static int takeFromStripesAfterDrain(void *pointer, uint64_t key, uint64_t h, Slot *out,
+                                                                bool aggregate) {
   uint64_t seq = atomic_load_explicit(&g_drainSeq, memory_order_acquire);
   int taken = takeFromStripes(pointer, key, h, out, aggregate);
   if (UNLIKELY(taken == TAKE_UNTRACKED && ((seq & 1) || atomic_load_explicit(&g_drainSeq, memory_order_acquire) != seq))) {
@@ -1233,6 +1262,36 @@ static int takeBlock(void *pointer, Slot *out, bool aggregate) {
     taken = takeFromStripes(pointer, key, h, out, aggregate);
   }
   return taken;
+}
+
+__attribute__((noinline)) static int takeAsOverflowThread(void *pointer, uint64_t key, uint64_t h, Slot *out,
+                                                           bool aggregate) {
+  spinLock(&g_overflowLock);
+  if (atomic_load_explicit(&g_nurseriesOn, memory_order_relaxed)) {
+    int taken = takeFromOthers(NULL, &g_overflow, pointer, key, h, out, aggregate);
+    spinUnlock(&g_overflowLock);
+    return taken;
+  }
+  spinUnlock(&g_overflowLock);
+  return takeFromStripesAfterDrain(pointer, key, h, out, aggregate);
+}
+
+// Removes `pointer` from wherever it is tracked (takeFromStripes' results); fills *out.
+static inline __attribute__((always_inline)) int takeBlock(void *pointer, Slot *out, bool aggregate) {
+  uint64_t key = (uint64_t)(uintptr_t)pointer >> 4;
+  uint64_t h = hashAddress(key);
+  if (LIKELY(atomic_load_explicit(&g_nurseriesOn, memory_order_relaxed))) {
+    Nursery *n = nurseryForThread();
+    if (UNLIKELY(n == NULL)) return takeAsOverflowThread(pointer, key, h, out, aggregate);
+    if (nurseryEnter(n)) {
+      int taken = takeFromOwnNursery(n, pointer, key, h, out, aggregate)
+                      ? TAKE_TRACKED
+                      : takeFromOthers(n, n, pointer, key, h, out, aggregate);
+      nurseryLeave(n);
+      return taken;
+    }
+  }
+  return takeFromStripesAfterDrain(pointer, key, h, out, aggregate);
 }
 
 static uint64_t categoryKey(void *pointer, const Slot *slot) {
@@ -1342,6 +1401,7 @@ static bool holdAside(void *pointer, size_t size) {
   while (UNLIKELY(coversReserved((p), (size))) && holdAside((p), (size))) (p) = (again)
 
 void CPerfAlloc_reserveAddresses(const uint64_t *addresses, uint64_t count) {
+  atomic_store(&g_countsFast, 0);
   atomic_store_explicit(&g_reservedCount, 0, memory_order_release);
   if (!count || !addresses) return;
   if (!g_held) {
@@ -1442,10 +1502,14 @@ __attribute__((noinline)) static void *mallocRecording(size_t size) {
   if (t_inHook) return __libc_malloc(size);
   t_inHook = 1;
   void *p = __libc_malloc(size);
-  AVOID_RESERVED(p, size, __libc_malloc(size));
-  if (p) {
-    zeroIfTrackingAll(p, 0, size);
-    recordAlloc(p, size, HOOK_FRAME());
+  if (LIKELY(atomic_load_explicit(&g_countsFast, memory_order_relaxed) && p)) {
+    recordAllocCounts(p, size, HOOK_FRAME());
+  } else {
+    AVOID_RESERVED(p, size, __libc_malloc(size));
+    if (p) {
+      zeroIfTrackingAll(p, 0, size);
+      recordAlloc(p, size, HOOK_FRAME());
+    }
   }
   t_inHook = 0;
   return p;
@@ -1461,8 +1525,10 @@ __attribute__((noinline)) static void freeRecording(void *pointer) {
   if (t_inHook) { __libc_free(pointer); return; }
   t_inHook = 1;
   recordFree(pointer);
-  __libc_free(pointer);
   t_inHook = 0;
+  // A tail call; glibc's free allocates nothing, and a malloc it made would be recorded
+  // like any other.
+  __libc_free(pointer);
 }
 
 void free(void *pointer) {
@@ -1850,6 +1916,7 @@ int32_t CPerfAlloc_start(const CPerfAlloc_Config *config, CPerfAlloc_Error *erro
   resetNursery(&g_overflow);
   g_overflow.index = MAX_NURSERIES;
   atomic_store(&g_nurseriesOn, g_nurseriesUsable);
+  atomic_store(&g_countsFast, g_nurseriesUsable && g_mode == CPerfAlloc_ModeCountsOnly && !g_zeroNewBlocks);
   if (continuing) {
     // From here on, blocks are the session's: the phase ends under every stripe lock, so
     // each block is on one side of it.
@@ -1971,6 +2038,7 @@ int32_t CPerfAlloc_stop(CPerfAlloc_Error *error) {
   // hook touches a table again. Nothing here may malloc: the guard makes sure.
   t_inHook = 1;
   spinLock(&g_markLock);
+  atomic_store(&g_countsFast, 0);
   drainNurseries();  // every live block is in the stripes from here on
   for (int i = 0; i < STRIPES; i++) spinLock(&g_stripes[i].lock);
   atomic_store(&g_recording, 0);
