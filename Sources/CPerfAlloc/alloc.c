@@ -69,6 +69,8 @@ static int32_t g_maxDepth;
 static uint64_t g_startNs;
 static uint64_t g_stopNs;
 static _Atomic uint32_t g_generation;
+// The generation as a slot stores it (w0's bits above the address, at most 0xFFFF).
+static _Atomic uint64_t g_generationBits;
 static _Atomic int64_t g_peakLiveBytes;
 
 // Per-thread: the reentrancy guard (a hook's own callees, e.g. __libc_malloc's or
@@ -76,6 +78,7 @@ static _Atomic int64_t g_peakLiveBytes;
 static TLS int t_inHook;
 static TLS int32_t t_ignoringAllocations;  // CPerfAlloc_setIgnoringAllocations
 static TLS int32_t t_tid;
+static TLS uint64_t t_tidBits;  // the thread's id as a slot stores it (w1); 0: not yet known
 static TLS uintptr_t t_stackLo;
 static TLS uintptr_t t_stackHi;  // 0: not yet looked up; 1: unknown (no walk)
 
@@ -1033,6 +1036,11 @@ static void nurseriesLive(int64_t *blocks, int64_t *bytes) {
   if (bytes) *bytes = b;
 }
 
+static inline uint64_t currentTidBits(void) {
+  if (UNLIKELY(t_tidBits == 0)) t_tidBits = ((uint64_t)currentTid() & TID_MASK) << 40;
+  return t_tidBits;
+}
+
 // The block's slot, stack id still 0. *clockRead: this allocation read the clock (the
 // timeline is sampled then).
 static inline __attribute__((always_inline)) Slot newSlot(uint64_t key, size_t size, bool object, bool *clockRead) {
@@ -1049,12 +1057,10 @@ static inline __attribute__((always_inline)) Slot newSlot(uint64_t key, size_t s
     t_clockCountdown--;
     micros = atomic_load_explicit(&g_nowMicros, memory_order_relaxed);
   }
-  uint64_t generation = atomic_load_explicit(&g_generation, memory_order_relaxed);
-  if (generation > 0xFFFF) generation = 0xFFFF;
   uint64_t size40 = size > SIZE_MASK ? SIZE_MASK : size;
   return (Slot){
-    .w0 = key | (generation << ADDR_BITS),
-    .w1 = size40 | (((uint64_t)currentTid() & TID_MASK) << 40) | (object ? OBJECT_BIT : 0),
+    .w0 = key | atomic_load_explicit(&g_generationBits, memory_order_relaxed),
+    .w1 = size40 | currentTidBits() | (object ? OBJECT_BIT : 0),
     .w2 = micros << 32,
   };
 }
@@ -1127,7 +1133,15 @@ __attribute__((noinline)) static void recordAllocWithStack(void *pointer, size_t
   recordAllocInStripes(h, slot, size, fits, frames, depth, stackHash, frame, reads, readCount, clockRead);
 }
 
+// recordAllocCounts' way to the stripes, with the slot in registers (a slot passed by value
+// would be spilled to the stack on the common path too).
+__attribute__((noinline)) static void recordCountsInStripes(uint64_t h, uint64_t w0, uint64_t w1, uint64_t w2,
+                                                            size_t size, uint32_t flags) {
+  recordAllocInStripes(h, (Slot){w0, w1, w2}, size, flags & 1, NULL, 0, 0, NULL, NULL, 0, flags & 2);
+}
+
 // Types and counts: the common case, kept lean (no stack buffers on this path).
+
 static inline __attribute__((always_inline)) void recordAllocCounts(void *pointer, size_t size, uintptr_t *frame) {
   if (UNLIKELY(t_ignoringAllocations)) return;
   bool object = isObjectAllocation(frame);
@@ -1137,16 +1151,16 @@ static inline __attribute__((always_inline)) void recordAllocCounts(void *pointe
   uint64_t h = hashAddress(key);
   Slot slot = newSlot(key, size, object, &clockRead);
   bool fits = !(address & 15) && key <= ADDR_MASK;
-  if (LIKELY(fits && atomic_load_explicit(&g_nurseriesOn, memory_order_relaxed))) {
-    Nursery *n = nurseryForThread();
-    if (n && nurseryEnter(n)) {
-      nurseryInsert(n, h, &slot, size);
-      if (UNLIKELY(clockRead)) timelineMaybeSample(slot.w2 >> 32);
-      nurseryLeave(n);
-      return;
-    }
+  Nursery *n = t_nursery;
+  if (UNLIKELY(n == NULL) && atomic_load_explicit(&g_nurseriesOn, memory_order_relaxed)) n = claimNursery();
+  // nurseryEnter reads the flag the drains turn off.
+  if (LIKELY(n != NULL && fits) && nurseryEnter(n)) {
+    nurseryInsert(n, h, &slot, size);
+    if (UNLIKELY(clockRead)) timelineMaybeSample(slot.w2 >> 32);
+    nurseryLeave(n);
+    return;
   }
-  recordAllocInStripes(h, slot, size, fits, NULL, 0, 0, frame, NULL, 0, clockRead);
+  recordCountsInStripes(h, slot.w0, slot.w1, slot.w2, size, (fits ? 1 : 0) | (clockRead ? 2 : 0));
 }
 
 static inline __attribute__((always_inline)) void recordAlloc(void *pointer, size_t size, uintptr_t *frame) {
@@ -1280,9 +1294,13 @@ __attribute__((noinline)) static int takeAsOverflowThread(void *pointer, uint64_
 static inline __attribute__((always_inline)) int takeBlock(void *pointer, Slot *out, bool aggregate) {
   uint64_t key = (uint64_t)(uintptr_t)pointer >> 4;
   uint64_t h = hashAddress(key);
-  if (LIKELY(atomic_load_explicit(&g_nurseriesOn, memory_order_relaxed))) {
-    Nursery *n = nurseryForThread();
-    if (UNLIKELY(n == NULL)) return takeAsOverflowThread(pointer, key, h, out, aggregate);
+  Nursery *n = t_nursery;
+  if (UNLIKELY(n == NULL) && atomic_load_explicit(&g_nurseriesOn, memory_order_relaxed)) {
+    n = claimNursery();
+    if (n == NULL) return takeAsOverflowThread(pointer, key, h, out, aggregate);
+  }
+  // nurseryEnter reads the flag the drains turn off.
+  if (LIKELY(n != NULL)) {
     if (nurseryEnter(n)) {
       int taken = takeFromOwnNursery(n, pointer, key, h, out, aggregate)
                       ? TAKE_TRACKED
@@ -1520,15 +1538,59 @@ void *malloc(size_t size) {
   return __libc_malloc(size);
 }
 
-__attribute__((noinline)) static void freeRecording(void *pointer) {
+__attribute__((noinline)) static void freeRecordingSlow(void *pointer) {
   if (WATCHING()) noteFree(pointer);
-  if (t_inHook) { __libc_free(pointer); return; }
+  if (t_inHook) {
+    __libc_free(pointer);
+    return;
+  }
   t_inHook = 1;
   recordFree(pointer);
   t_inHook = 0;
   // A tail call; glibc's free allocates nothing, and a malloc it made would be recorded
   // like any other.
   __libc_free(pointer);
+}
+
+// The common free: a block in the thread's own nursery, of a category its freed table has
+// met. It checks all of that before it changes anything, so on any miss the slow path
+// takes the whole free; it calls nothing else, which spares it a stack frame and the
+// reentry guard.
+__attribute__((noinline)) static void freeRecording(void *pointer) {
+  Nursery *n = t_nursery;
+  if (UNLIKELY(WATCHING() || t_inHook || !n || !nurseryEnter(n))) {
+    __attribute__((musttail)) return freeRecordingSlow(pointer);
+  }
+  uint64_t key = (uint64_t)(uintptr_t)pointer >> 4;
+  Slot *e = &n->slots[nurseryIndex(hashAddress(key))];
+  uint64_t w0 = __atomic_load_n(&e->w0, __ATOMIC_RELAXED);
+  FreedSlot *table = n->freed.slots;
+  if (UNLIKELY((w0 & ADDR_MASK) != key || !table)) {
+    nurseryLeave(n);
+    __attribute__((musttail)) return freeRecordingSlow(pointer);
+  }
+  uint64_t w1 = e->w1;
+  uint64_t size = w1 & SIZE_MASK;
+  uint64_t metadata = (w1 & OBJECT_BIT) ? *(uint64_t *)pointer : 0;
+  FreedSlot *f;
+  if (metadata != 0 && !(metadata & 7)) {
+    f = &table[freedHome(STRIPES + n->index, metadata)];
+    if (UNLIKELY(f->key != metadata)) f = NULL;
+  } else {
+    f = &table[FREED_SLOTS + CPerfAlloc_sizeClass(size)];
+  }
+  if (UNLIKELY(!f || f->count == 0)) {
+    nurseryLeave(n);
+    __attribute__((musttail)) return freeRecordingSlow(pointer);
+  }
+  // Only a second free of the same block could race with this store.
+  __atomic_store_n(&e->w0, 0, __ATOMIC_RELAXED);
+  BUMP(n->frees, 1);
+  BUMP(n->freedBytes, size);
+  f->count++;
+  f->bytes += size;
+  nurseryLeave(n);
+  __attribute__((musttail)) return __libc_free(pointer);
 }
 
 void free(void *pointer) {
@@ -1768,6 +1830,7 @@ static void forkParent(void) {
 
 static void forkChild(void) {
   t_tid = 0;
+  t_tidBits = 0;
   if (atomic_load_explicit(&g_state, memory_order_acquire) == STATE_IDLE) return;
   atomic_store_explicit(&g_recording, 0, memory_order_relaxed);
   atomic_store_explicit(&g_nurseriesOn, 0, memory_order_relaxed);
@@ -1900,6 +1963,7 @@ int32_t CPerfAlloc_start(const CPerfAlloc_Config *config, CPerfAlloc_Error *erro
   atomic_store(&g_lostTimeline, 0);
   atomic_store(&g_markCount, 0);
   atomic_store(&g_generation, 0);
+  atomic_store(&g_generationBits, 0);
   atomic_store(&g_peakLiveBytes, 0);
   memset(&g_stats, 0, sizeof(g_stats));
   calibrateClock();
@@ -1988,6 +2052,7 @@ int32_t CPerfAlloc_markGeneration(CPerfAlloc_Mark *out) {
     return CPerfAlloc_ErrorState;
   }
   uint32_t generation = atomic_fetch_add(&g_generation, 1) + 1;
+  atomic_store(&g_generationBits, (uint64_t)(generation > 0xFFFF ? 0xFFFF : generation) << ADDR_BITS);
   // The young blocks go to the stripes, so the count is exact at the mark.
   drainNurseries();
   int64_t blocks = 0;
