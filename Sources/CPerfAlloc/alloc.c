@@ -627,18 +627,20 @@ static void lookUpObjectSites(void) {
   if (hookPointer && *hookPointer) scanForObjectSites(*hookPointer, 256);
 }
 
-static inline bool isObjectAllocation(uintptr_t *frame) {
-  uintptr_t ret = frame[1];
+// The hook's frame at `frame` holds callerFrame (the allocating function's saved frame
+// pointer) and ret (its return address).
+static inline bool isObjectAt(uintptr_t ret, uintptr_t callerFrame, uintptr_t frame) {
   if (LIKELY(ret - g_slowAllocStart >= g_slowAllocEnd - g_slowAllocStart)) return false;
   // swift_slowAlloc keeps a frame pointer: its saved return address is the site.
-  uintptr_t *callerFrame = (uintptr_t *)frame[0];
-  if ((uintptr_t)callerFrame <= (uintptr_t)frame || ((uintptr_t)callerFrame & 7)) return false;
-  uintptr_t site = callerFrame[1];
+  if (callerFrame <= frame || (callerFrame & 7)) return false;
+  uintptr_t site = ((uintptr_t *)callerFrame)[1];
   for (uint32_t k = 0; k < g_objectSiteCount; k++) {
     if (g_objectSites[k] == site) return true;
   }
   return false;
 }
+
+static inline bool isObjectAllocation(uintptr_t *frame) { return isObjectAt(frame[1], frame[0], (uintptr_t)frame); }
 
 // MARK: - Timeline and marks
 
@@ -936,15 +938,20 @@ __attribute__((noinline)) static void nurseryEvict(Nursery *n, Slot *e, uint64_t
   }
 }
 
-static inline void nurseryInsert(Nursery *n, uint64_t h, const Slot *slot, uint64_t size) {
-  Slot *e = &n->slots[nurseryIndex(h)];
-  uint64_t old = __atomic_load_n(&e->w0, __ATOMIC_RELAXED);
-  if (UNLIKELY(old & ADDR_MASK)) nurseryEvict(n, e, old, slot->w0 & ADDR_MASK);
+// Fills the empty slot e.
+static inline void nurseryFill(Nursery *n, Slot *e, const Slot *slot, uint64_t size) {
   __atomic_store_n(&e->w1, slot->w1, __ATOMIC_RELAXED);
   __atomic_store_n(&e->w2, slot->w2, __ATOMIC_RELAXED);
   __atomic_store_n(&e->w0, slot->w0, __ATOMIC_RELEASE);  // last: others read it first
   BUMP(n->allocations, 1);
   BUMP(n->allocatedBytes, size);
+}
+
+static inline void nurseryInsert(Nursery *n, uint64_t h, const Slot *slot, uint64_t size) {
+  Slot *e = &n->slots[nurseryIndex(h)];
+  uint64_t old = __atomic_load_n(&e->w0, __ATOMIC_RELAXED);
+  if (UNLIKELY(old & ADDR_MASK)) nurseryEvict(n, e, old, slot->w0 & ADDR_MASK);
+  nurseryFill(n, e, slot, size);
 }
 
 // A block taken out of a nursery slot, counted on `counter` (the taking thread's): as a
@@ -1142,9 +1149,7 @@ __attribute__((noinline)) static void recordCountsInStripes(uint64_t h, uint64_t
 
 // Types and counts: the common case, kept lean (no stack buffers on this path).
 
-static inline __attribute__((always_inline)) void recordAllocCounts(void *pointer, size_t size, uintptr_t *frame) {
-  if (UNLIKELY(t_ignoringAllocations)) return;
-  bool object = isObjectAllocation(frame);
+static inline __attribute__((always_inline)) void recordAllocCountsAt(void *pointer, size_t size, bool object) {
   uint64_t address = (uint64_t)(uintptr_t)pointer;
   bool clockRead = false;
   uint64_t key = address >> 4;
@@ -1161,6 +1166,11 @@ static inline __attribute__((always_inline)) void recordAllocCounts(void *pointe
     return;
   }
   recordCountsInStripes(h, slot.w0, slot.w1, slot.w2, size, (fits ? 1 : 0) | (clockRead ? 2 : 0));
+}
+
+static inline __attribute__((always_inline)) void recordAllocCounts(void *pointer, size_t size, uintptr_t *frame) {
+  if (UNLIKELY(t_ignoringAllocations)) return;
+  recordAllocCountsAt(pointer, size, isObjectAllocation(frame));
 }
 
 static inline __attribute__((always_inline)) void recordAlloc(void *pointer, size_t size, uintptr_t *frame) {
@@ -1516,21 +1526,70 @@ void CPerfAlloc_endWatchingFrees(void) {
 #define RECORDING() UNLIKELY(atomic_load_explicit(&g_recording, memory_order_relaxed))
 #define HOOK_FRAME() ((uintptr_t *)__builtin_frame_address(0))
 
-__attribute__((noinline)) static void *mallocRecording(size_t size) {
+__attribute__((noinline)) static void *recordCountsSlow(void *p, size_t size, uintptr_t ret, uintptr_t callerFrame,
+                                                       uintptr_t frame) {
+  t_inHook = 1;
+  if (p && !t_ignoringAllocations) recordAllocCountsAt(p, size, isObjectAt(ret, callerFrame, frame));
+  t_inHook = 0;
+  return p;
+}
+
+// malloc's recording in a types-and-counts session, after glibc's malloc (frame: the
+// hook's, as its three words). A block whose nursery slot is empty goes in without a
+// call, so this needs no stack frame of its own; everything else (no nursery yet, an
+// eviction, ignored allocations) goes to recordCountsSlow before anything has changed.
+__attribute__((noinline)) static void *recordCounts(void *p, size_t size, uintptr_t ret, uintptr_t callerFrame,
+                                                   uintptr_t frame) {
+  Nursery *n = t_nursery;
+  uint64_t address = (uint64_t)(uintptr_t)p;
+  uint64_t key = address >> 4;
+  bool fits = !(address & 15) && key <= ADDR_MASK;
+  uint32_t countdown = t_clockCountdown;
+  uint64_t tidBits = t_tidBits;
+  // The clock's turn and a thread's first allocation take the slow path too (newSlot):
+  // whatever calls out would cost this function its frameless path.
+  if (UNLIKELY(!p || !n || !fits || t_ignoringAllocations || countdown == 0 || tidBits == 0 || !nurseryEnter(n))) {
+    __attribute__((musttail)) return recordCountsSlow(p, size, ret, callerFrame, frame);
+  }
+  Slot *e = &n->slots[nurseryIndex(hashAddress(key))];
+  if (UNLIKELY(__atomic_load_n(&e->w0, __ATOMIC_RELAXED) & ADDR_MASK)) {
+    nurseryLeave(n);
+    __attribute__((musttail)) return recordCountsSlow(p, size, ret, callerFrame, frame);
+  }
+  t_clockCountdown = countdown - 1;
+  uint64_t size40 = size > SIZE_MASK ? SIZE_MASK : size;
+  Slot slot = {
+    .w0 = key | atomic_load_explicit(&g_generationBits, memory_order_relaxed),
+    .w1 = size40 | tidBits | (isObjectAt(ret, callerFrame, frame) ? OBJECT_BIT : 0),
+    .w2 = atomic_load_explicit(&g_nowMicros, memory_order_relaxed) << 32,
+  };
+  nurseryFill(n, e, &slot, size);
+  nurseryLeave(n);
+  return p;
+}
+
+// Sessions other than types and counts with nurseries (and reentry).
+__attribute__((noinline)) static void *mallocRecordingAll(size_t size) {
   if (t_inHook) return __libc_malloc(size);
   t_inHook = 1;
   void *p = __libc_malloc(size);
-  if (LIKELY(atomic_load_explicit(&g_countsFast, memory_order_relaxed) && p)) {
-    recordAllocCounts(p, size, HOOK_FRAME());
-  } else {
-    AVOID_RESERVED(p, size, __libc_malloc(size));
-    if (p) {
-      zeroIfTrackingAll(p, 0, size);
-      recordAlloc(p, size, HOOK_FRAME());
-    }
+  AVOID_RESERVED(p, size, __libc_malloc(size));
+  if (p) {
+    zeroIfTrackingAll(p, 0, size);
+    recordAlloc(p, size, HOOK_FRAME());
   }
   t_inHook = 0;
   return p;
+}
+
+__attribute__((noinline)) static void *mallocRecording(size_t size) {
+  if (UNLIKELY(t_inHook || !atomic_load_explicit(&g_countsFast, memory_order_relaxed))) {
+    __attribute__((musttail)) return mallocRecordingAll(size);
+  }
+  // No reentry guard around glibc's malloc, which calls no malloc.
+  uintptr_t *frame = HOOK_FRAME();
+  void *p = __libc_malloc(size);
+  return recordCounts(p, size, frame[1], frame[0], (uintptr_t)frame);
 }
 
 void *malloc(size_t size) {
