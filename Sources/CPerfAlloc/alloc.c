@@ -73,8 +73,9 @@ static _Atomic uint32_t g_generation;
 static _Atomic uint64_t g_generationBits;
 static _Atomic int64_t g_peakLiveBytes;
 
-// Per-thread: the reentrancy guard (a hook's own callees, e.g. __libc_malloc's or
-// /proc reads, must not be recorded), the cached tid and the stack bounds for the walk.
+// Per-thread: the reentrancy guard (what a hook's slow path calls, e.g. /proc reads, must
+// not be recorded; glibc's malloc and free call neither, so the common paths run without
+// it), the cached tid and the stack bounds for the walk.
 static TLS int t_inHook;
 static TLS int32_t t_ignoringAllocations;  // CPerfAlloc_setIgnoringAllocations
 static TLS int32_t t_tid;
@@ -1148,7 +1149,6 @@ __attribute__((noinline)) static void recordCountsInStripes(uint64_t h, uint64_t
 }
 
 // Types and counts: the common case, kept lean (no stack buffers on this path).
-
 static inline __attribute__((always_inline)) void recordAllocCountsAt(void *pointer, size_t size, bool object) {
   uint64_t address = (uint64_t)(uintptr_t)pointer;
   bool clockRead = false;
