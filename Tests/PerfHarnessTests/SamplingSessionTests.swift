@@ -251,6 +251,9 @@ extension ProcessWideRecording {
       for _ in 0..<100 {
         _ = Self.onNewThread { Self.burnCPU(nanoseconds: 1_000_000) }
       }
+      // And one that runs long enough to be sampled: when the other core is busy, Dispatch
+      // may run every iteration below on this thread, the only other one sampled then.
+      _ = Self.onNewThread { Self.burnCPU(nanoseconds: 60_000_000) }
       DispatchQueue.concurrentPerform(iterations: 8) { _ in
         _ = Self.burnCPU(nanoseconds: 20_000_000)
       }
