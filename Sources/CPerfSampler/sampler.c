@@ -22,6 +22,8 @@
 
 #define UNW_LOCAL_ONLY
 #include <libunwind.h>
+#include <cpuid.h>
+#include <x86intrin.h>
 
 _Static_assert(sizeof(CPerfSampler_SampleHeader) == 24, "arena record header layout");
 _Static_assert(sizeof(CPerfSampler_SampleHeader) % 8 == 0, "frames must stay 8-byte aligned");
@@ -123,9 +125,9 @@ static _Atomic int32_t g_discoveryStop;
 
 // MARK: - Helpers
 
-static inline uint64_t now_ns(void) {
+static inline uint64_t monotonic_ns(void) {
   struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);  // vDSO: async-signal-safe and cheap
+  clock_gettime(CLOCK_MONOTONIC, &ts);  // vDSO: async-signal-safe
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
@@ -248,7 +250,10 @@ _Static_assert(THREAD_RECORDS < COOKIE_RECORD_MASK, "record index fits the cooki
 typedef struct Tables {
   _Atomic uint64_t rules[RULE_SETS * RULE_WAYS];
   _Atomic uint64_t fastSamples;
-  uint64_t pad[7];
+  // now_ns from the TSC (set at start, when the TSC is invariant): ns = nsBase +
+  // (tsc - tscBase) * nsPerTsc32 / 2^32.
+  uint64_t useTsc, tscBase, nsBase, nsPerTsc32;
+  uint64_t pad[3];
   ThreadRecord records[THREAD_RECORDS];
 } Tables;
 #define HUGE_PAGE_BYTES ((size_t)2 << 20)
@@ -260,6 +265,34 @@ typedef struct Tables {
 static uint8_t g_tableStorage[TABLES_SPAN + HUGE_PAGE_BYTES] __attribute__((aligned(4096)));
 #define TABLES \
   ((Tables *)(((uintptr_t)g_tableStorage + HUGE_PAGE_BYTES - 1) & ~(uintptr_t)(HUGE_PAGE_BYTES - 1)))
+// The handler's clock. clock_gettime goes through libc's wrapper, the vDSO and the
+// kernel's clock data: three more pages for a handler to touch, and in a VM each page not
+// touched for a while is a TLB miss with a two-level walk. The TSC is read in place.
+static inline uint64_t now_ns(void) {
+  const Tables *t = TABLES;
+  if (__builtin_expect(t->useTsc != 0, 1))
+    return t->nsBase + (uint64_t)(((unsigned __int128)(__rdtsc() - t->tscBase) * t->nsPerTsc32) >> 32);
+  return monotonic_ns();
+}
+
+// Calibrates now_ns against CLOCK_MONOTONIC over a millisecond, if the TSC runs at a
+// constant rate in every power state (CPUID 0x80000007, EDX bit 8); start only.
+static void calibrate_tsc(Tables *t) {
+  unsigned a, b, c, d;
+  t->useTsc = 0;
+  if (!__get_cpuid(0x80000007, &a, &b, &c, &d) || !(d & (1u << 8))) return;
+  uint64_t n0 = monotonic_ns(), c0 = __rdtsc(), n1, c1;
+  do {
+    n1 = monotonic_ns();
+    c1 = __rdtsc();
+  } while (n1 - n0 < 1000000);
+  if (c1 <= c0) return;
+  t->nsPerTsc32 = (uint64_t)((((unsigned __int128)(n1 - n0)) << 32) / (c1 - c0));
+  t->tscBase = c1;
+  t->nsBase = n1;
+  t->useTsc = 1;
+}
+
 static inline uint32_t rule_set(uint64_t key) {
   uint64_t tag = key >> RULE_SET_BITS;
   return (uint32_t)((key ^ tag ^ (tag >> RULE_SET_BITS) ^ (tag >> (2 * RULE_SET_BITS))) & (RULE_SETS - 1));
@@ -1405,6 +1438,7 @@ int32_t CPerfSampler_start(const CPerfSampler_Config *config, CPerfSampler_Error
     g_tablesPopulated = 0;
   }
   populate_tables(HUGE_PAGE_BYTES);
+  calibrate_tsc(TABLES);  // before any now_ns of the session
 
   long page = sysconf(_SC_PAGESIZE);
   size_t bytes = (size_t)((config->bufferBytes + (uint64_t)page - 1) & ~((uint64_t)page - 1));

@@ -66,7 +66,7 @@ typedef struct CPerfSampler_Error {
 typedef struct CPerfSampler_SampleHeader {
   int32_t tid;
   uint32_t weight;       // 1 + si_overrun: timer periods this sample stands for
-  uint64_t timestampNs;  // CLOCK_MONOTONIC at handler entry
+  uint64_t timestampNs;  // at handler entry, on the session's clock (see startNs)
   uint32_t handlerNs;    // handler entry to (almost) exit
   uint32_t frameCount;   // >= 1
 } CPerfSampler_SampleHeader;
@@ -82,7 +82,7 @@ typedef struct CPerfSampler_ThreadInfo {
 } CPerfSampler_ThreadInfo;
 
 typedef struct CPerfSampler_Stats {
-  uint64_t startNs;            // CLOCK_MONOTONIC
+  uint64_t startNs;            // CLOCK_MONOTONIC; later times count from it on the TSC when it is invariant
   uint64_t stopNs;
   uint64_t signalsReceived;    // SIGPROFs from this session's timers
   uint64_t lostSamples;        // signals whose sample did not fit in the arena
