@@ -275,23 +275,39 @@ static inline uint64_t now_ns(void) {
   return monotonic_ns();
 }
 
-// Calibrates now_ns against CLOCK_MONOTONIC over a millisecond, if the TSC runs at a
+// Both clocks at one moment: the TSC is read on either side of the CLOCK_MONOTONIC
+// reading, which is read again if something (a preemption) came between them.
+static void clock_pair(uint64_t *ns, uint64_t *tsc) {
+  for (int tries = 0;; tries++) {
+    uint64_t before = __rdtsc();
+    uint64_t n = monotonic_ns();
+    uint64_t after = __rdtsc();
+    if (after - before < 3000 || tries == 100) {
+      *ns = n;
+      *tsc = before + (after - before) / 2;
+      return;
+    }
+  }
+}
+
+// Calibrates now_ns against CLOCK_MONOTONIC over two milliseconds, if the TSC runs at a
 // constant rate in every power state (CPUID 0x80000007, EDX bit 8); start only.
 static void calibrate_tsc(Tables *t) {
   unsigned a, b, c, d;
   t->useTsc = 0;
   if (!__get_cpuid(0x80000007, &a, &b, &c, &d) || !(d & (1u << 8))) return;
-  uint64_t n0 = monotonic_ns(), c0 = __rdtsc(), n1, c1;
-  do {
-    n1 = monotonic_ns();
-    c1 = __rdtsc();
-  } while (n1 - n0 < 1000000);
+  uint64_t n0, c0, n1, c1;
+  clock_pair(&n0, &c0);
+  do clock_pair(&n1, &c1);
+  while (n1 - n0 < 2000000);
   if (c1 <= c0) return;
   t->nsPerTsc32 = (uint64_t)((((unsigned __int128)(n1 - n0)) << 32) / (c1 - c0));
   t->tscBase = c1;
   t->nsBase = n1;
   t->useTsc = 1;
 }
+
+uint64_t CPerfSampler_nowNs(void) { return now_ns(); }
 
 static inline uint32_t rule_set(uint64_t key) {
   uint64_t tag = key >> RULE_SET_BITS;

@@ -189,6 +189,40 @@ extension ProcessWideRecording {
       #expect(weight <= 600)
     }
 
+    @Test func samplerClockKeepsTheMonotonicClocksTime() throws {
+      var configuration = SamplerConfiguration()
+      configuration.clock = .wall
+      let session = try SamplingSession.start(configuration)
+      // Each reading of the sampler's clock between two of CLOCK_MONOTONIC, taken again
+      // when something came between them.
+      func bothClocks() -> (sampler: UInt64, monotonic: UInt64) {
+        var reading = (sampler: UInt64(0), monotonic: UInt64(0))
+        for _ in 0..<100 {
+          let before = Self.monotonicNanoseconds()
+          let sampler = CPerfSampler_nowNs()
+          let after = Self.monotonicNanoseconds()
+          reading = (sampler, before + (after - before) / 2)
+          if after - before < 20_000 { break }
+        }
+        return reading
+      }
+      let (samplerStart, monotonicStart) = bothClocks()
+      _ = Self.burnCPU(nanoseconds: 300_000_000)
+      let (samplerEnd, monotonicEnd) = bothClocks()
+      let result = session.stop()
+      // Calibrated over 2 ms against CLOCK_MONOTONIC (readings a preemption split are
+      // taken again): 1 µs off there is 0.05 % here.
+      let elapsed = Double(monotonicEnd - monotonicStart)
+      #expect(abs(Double(samplerEnd - samplerStart) - elapsed) < elapsed * 0.0005 + 20_000)
+      #expect(abs(Double(samplerStart) - Double(monotonicStart)) < 30_000)
+      #expect(result.startNanoseconds <= samplerStart && samplerEnd <= result.stopNanoseconds)
+      #expect(!result.samples.isEmpty)
+      #expect(
+        result.samples.allSatisfy {
+          $0.timestampNanoseconds >= result.startNanoseconds && $0.timestampNanoseconds <= result.stopNanoseconds
+        })
+    }
+
     @Test func deepStacksKeepAtLeast128Frames() throws {
       let session = try SamplingSession.start(SamplerConfiguration())
       let me = CPerfSampler_gettid()

@@ -135,6 +135,9 @@ int32_t CPerfSampler_activeUnwinder(void);
 
 /// The kernel thread id of the calling thread (tests filter samples by it).
 int32_t CPerfSampler_gettid(void);
+/// Now on the clock of samples' timestamps and of startNs/stopNs: CLOCK_MONOTONIC's
+/// scale, read from the TSC after a session's start when the TSC is invariant.
+uint64_t CPerfSampler_nowNs(void);
 
 #ifdef __cplusplus
 }
