@@ -53,10 +53,10 @@ test: setup lint
 ##   under it and nothing that records allocations or leaks can run (the recorder suites,
 ##   the end-to-end scenario tests, the report fuzzer's seed run). TSan also defers signal
 ##   handlers to its own safe points, so the sampler runs but its stacks are TSan's: the
-##   seven tests of sample accuracy are skipped. Symbolizer tests see TSan's backtrace
+##   nine tests of sample accuracy are skipped. Symbolizer tests see TSan's backtrace
 ##   interceptor; PhotoSearch's Mutex is invisible to TSan on Linux (false reports).
 TSAN_SUITES := CallTreeTests|SymbolNameTests|ThresholdsTests|FuzzThresholdsTests|LeakSuppressionsTests|SamplingSessionTests|TimeProfilerTests|FoldedStacksTests|CallTreeTextTests|SpeedscopeTests
-TSAN_SKIP := fastUnwinderMatchesLibunwindOnDeepRecursion|leavesWithoutUnwindInfoMatchLibunwind|epiloguesAfterPopTakeTheFastPath|framesNoRuleFitsAreDeferredNotUnwoundInTheHandler|reusedWalksMatchLibunwindWhenStacksChange|deferredSamplesFinishedFromTheLastWalkMatchLibunwind|TimeProfilerTests.knownSplit
+TSAN_SKIP := fastUnwinderMatchesLibunwindOnDeepRecursion|leavesWithoutUnwindInfoMatchLibunwind|epiloguesAfterPopTakeTheFastPath|framesNoRuleFitsAreDeferredNotUnwoundInTheHandler|reusedWalksMatchLibunwindWhenStacksChange|deferredSamplesFinishedFromTheLastWalkMatchLibunwind|rulesGivenToWholeRowsMatchLibunwind|callerFramesWithoutUnwindInfoAreWalkedNotDeferred|TimeProfilerTests.knownSplit
 test-tsan: setup
 	$(SWIFT) build --build-tests --sanitize=thread --scratch-path .build-tsan
 	$(SWIFT) test --skip-build --sanitize=thread --scratch-path .build-tsan \

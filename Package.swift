@@ -22,8 +22,8 @@ let package = Package(
       name: "CPerfSampler",
       cSettings: [.define("_GNU_SOURCE")],
       // gcc_s before unwind: libunwind must not replace libgcc_s's _Unwind_* for the
-      // whole process (DESIGN.md, "Linking").
-      linkerSettings: [.linkedLibrary("gcc_s"), .linkedLibrary("unwind")]
+      // whole process (DESIGN.md, "Linking"). libdw reads CFI rows' ranges off the handler.
+      linkerSettings: [.linkedLibrary("gcc_s"), .linkedLibrary("unwind"), .linkedLibrary("dw"), .linkedLibrary("elf")]
     ),
     // The malloc-family interposer and the Swift allocation hook: linked into the
     // executable, they see every library's allocations without LD_PRELOAD.

@@ -21,6 +21,9 @@
 #include <unistd.h>
 
 #define UNW_LOCAL_ONLY
+#include <dwarf.h>
+#include <elfutils/libdw.h>
+#include <elfutils/libdwfl.h>
 #include <libunwind.h>
 #include <cpuid.h>
 #include <x86intrin.h>
@@ -168,7 +171,7 @@ static void read_comm(pid_t tid, char out[16]) {
 }
 
 
-// MARK: - Fast unwinder (per-PC rule cache + per-thread stack bounds)
+// MARK: - Fast unwinder (rule cache + per-thread stack bounds)
 //
 // unw_backtrace inside the handler costs 5-20 µs per sample here (cold per-thread trace
 // caches, a DWARF step with dl_iterate_phdr and sigprocmask for every PC it has not seen
@@ -177,9 +180,10 @@ static void read_comm(pid_t tid, char out[16]) {
 // CFA = RSP + k with RBP unchanged or saved at RSP + j) in a process-wide lock-free cache.
 // A rule is derived once per PC with one libunwind step from that frame (so it follows
 // the DWARF CFI exactly, also for glibc/libdispatch code without frame pointers and for
-// frameless leaves), then reused by every thread. Every stack read is bounds-checked
-// against the thread's stack mapping, which the discovery thread finds in /proc/self/maps
-// from an RSP the handler published. Anything unexpected falls back to unw_backtrace.
+// frameless leaves), then reused by every thread; off the handler, libdw's CFI row tells
+// which other addresses it holds for. Every stack read is bounds-checked against the
+// thread's stack mapping, which the discovery thread finds in /proc/self/maps from an
+// RSP the handler published. Anything unexpected falls back to unw_backtrace.
 
 enum { UNWINDER_AUTO = 0, UNWINDER_LIBUNWIND = 1, UNWINDER_VERIFY = 2 };
 static _Atomic int32_t g_unwinder = -1;  // -1: not set, read PERFHARNESS_UNWINDER at start
@@ -195,16 +199,22 @@ enum { RULE_FP = 1, RULE_SP = 2, RULE_END = 3 };
 #define RULE_FIELD_MASK ((1u << RULE_FIELD_BITS) - 1)
 #define RULE_BITS 26
 // The rule cache: 8-way sets of one 64-byte line each, one 8-byte word per entry, so a
-// lookup costs at most one cache miss. key = (pc << 1) | leaf, pc < 2^47 (user space);
-// the set is a function of the key whose low RULE_SET_BITS bits can be recovered from
-// the rest, so an entry stores only tag = key >> RULE_SET_BITS next to its rule:
-// word = (tag << RULE_BITS) | rule. A word is written and read whole (atomically), so it
-// is always self-consistent; 0 is empty. Entries are never cleared while sampling, so a
-// lookup stops at the first empty way.
+// lookup costs at most one cache miss. A frame's rule is a function of its lookup
+// address: the PC for the interrupted frame, the return address - 1 (in the call) for
+// the others, as in libunwind. An entry holds the rule of one lookup address, or of a
+// whole granule (16 aligned bytes, all in one CFI row: learned from the row's range,
+// see extend_learned_rules). The set is a function of the granule, so both kinds for an
+// address share one line, and its low RULE_SET_BITS bits can be recovered from the
+// rest: an entry stores only its tag next to its rule, word = (tag << RULE_BITS) | rule,
+// with tag = (address >> 15) << 5 | (address & 15) << 1 for an address, | 1 for a
+// granule. Addresses are below 2^47 (user space). A word is written and read whole
+// (atomically), so it is always self-consistent; 0 is empty. Entries are never cleared
+// while sampling, so a lookup stops at the first empty way.
 #define RULE_SET_BITS 11
 #define RULE_SETS (1u << RULE_SET_BITS)
-#define RULE_WAYS 8
+#define RULE_WAYS 8  // the replacement in a full set takes 3 bits of a hash
 #define RULE_MAX_PC (1ull << 47)
+#define RULE_GRANULE_BITS 4
 #define g_rules (TABLES->rules)
 
 #define TRACE_FRAMES 256
@@ -309,26 +319,37 @@ static void calibrate_tsc(Tables *t) {
 
 uint64_t CPerfSampler_nowNs(void) { return now_ns(); }
 
-static inline uint32_t rule_set(uint64_t key) {
-  uint64_t tag = key >> RULE_SET_BITS;
-  return (uint32_t)((key ^ tag ^ (tag >> RULE_SET_BITS) ^ (tag >> (2 * RULE_SET_BITS))) & (RULE_SETS - 1));
+// The lookup address of a frame (see the rule cache).
+static inline uint64_t rule_address(uint64_t ip, bool leaf) { return leaf ? ip : ip - 1; }
+
+static inline uint32_t rule_set(uint64_t address) {
+  uint64_t granule = address >> RULE_GRANULE_BITS;
+  uint64_t high = granule >> RULE_SET_BITS;
+  return (uint32_t)((granule ^ high ^ (high >> RULE_SET_BITS) ^ (high >> (2 * RULE_SET_BITS))) & (RULE_SETS - 1));
 }
 
-static inline uint32_t rule_lookup(uint64_t key) {
-  const _Atomic uint64_t *set = &g_rules[rule_set(key) * RULE_WAYS];
-  uint64_t tag = key >> RULE_SET_BITS;
+static inline uint64_t rule_granule_tag(uint64_t address) {
+  return ((address >> (RULE_GRANULE_BITS + RULE_SET_BITS)) << (RULE_GRANULE_BITS + 1)) | 1;
+}
+
+static inline uint64_t rule_address_tag(uint64_t address) {
+  return (rule_granule_tag(address) - 1) | ((address & ((1u << RULE_GRANULE_BITS) - 1)) << 1);
+}
+
+static inline uint32_t rule_lookup(uint64_t address) {
+  const _Atomic uint64_t *set = &g_rules[rule_set(address) * RULE_WAYS];
+  uint64_t exact = rule_address_tag(address), granule = rule_granule_tag(address);
   for (int w = 0; w < RULE_WAYS; w++) {
     uint64_t e = atomic_load_explicit(&set[w], memory_order_relaxed);
     if (e == 0) return 0;
-    if ((e >> RULE_BITS) == tag) return (uint32_t)(e & ((1u << RULE_BITS) - 1));
+    uint64_t tag = e >> RULE_BITS;
+    if (tag == exact || tag == granule) return (uint32_t)(e & ((1u << RULE_BITS) - 1));
   }
   return 0;
 }
 
-static void rule_insert(uint64_t key, uint32_t rule) {
-  uint32_t index = rule_set(key);
-  _Atomic uint64_t *set = &g_rules[index * RULE_WAYS];
-  uint64_t tag = key >> RULE_SET_BITS;
+static void rule_insert_tagged(uint64_t address, uint64_t tag, uint32_t rule) {
+  _Atomic uint64_t *set = &g_rules[rule_set(address) * RULE_WAYS];
   uint64_t word = (tag << RULE_BITS) | rule;
   for (int w = 0; w < RULE_WAYS; w++) {
     uint64_t expected = 0;
@@ -336,7 +357,11 @@ static void rule_insert(uint64_t key, uint32_t rule) {
     if ((expected >> RULE_BITS) == tag) return;  // another thread learned it
   }
   // Full set: replace a way (rules are immutable facts, any entry may be evicted).
-  atomic_store_explicit(&set[(key >> 1) % RULE_WAYS], word, memory_order_relaxed);
+  atomic_store_explicit(&set[(tag * 0x9E3779B97F4A7C15ull) >> 61], word, memory_order_relaxed);
+}
+
+static void rule_insert(uint64_t address, uint32_t rule) {
+  rule_insert_tagged(address, rule_address_tag(address), rule);
 }
 
 // Steps libunwind once from the frame (ip, sp, bp), registers otherwise as in uc. The
@@ -359,6 +384,35 @@ static int step_once(unw_context_t *ctx, unw_cursor_t *cursor, const ucontext_t 
 // x86-64's red zone: below sp, left alone by signal delivery.
 #define RED_ZONE_BYTES 128u
 
+// Whether libunwind has unwind information (an FDE) for the caller frame at ip.
+static bool has_unwind_info(const ucontext_t *uc, uint64_t ip, uint64_t sp, uint64_t bp) {
+  unw_context_t ctx;
+  unw_cursor_t cursor;
+  memcpy(&ctx, uc, sizeof(ctx) < sizeof(*uc) ? sizeof(ctx) : sizeof(*uc));
+  ctx.uc_mcontext.gregs[REG_RIP] = (greg_t)ip;
+  ctx.uc_mcontext.gregs[REG_RSP] = (greg_t)sp;
+  ctx.uc_mcontext.gregs[REG_RBP] = (greg_t)bp;
+  unw_proc_info_t info;
+  if (unw_init_local2(&cursor, &ctx, 0) < 0 || unw_get_proc_info(&cursor, &info) < 0) return true;
+  // Without an FDE, libunwind describes a one-byte procedure at ip.
+  return info.format == UNW_INFO_FORMAT_TABLE || info.end_ip - info.start_ip > 1;
+}
+
+// A caller frame without unwind information (the Swift runtime's metadata accessor
+// thunks have none) is stepped by libunwind along the frame-pointer chain, with a
+// made-up sp (the frame's own sp + 16 in libunwind 1.6), which no rule shape fits. At a
+// return address the frame is set up (the call comes after the prologue), so the chain
+// gives the real caller: a frame-pointer rule reads the same return address and rbp as
+// libunwind did, and gives the caller its true sp. Without it, every sample under such
+// a frame was deferred with a copy of the whole stack.
+static uint32_t chain_rule(const ucontext_t *uc, uint64_t ip, uint64_t sp, uint64_t bp, uint64_t high,
+                           uint64_t cip, uint64_t cbp, const unw_save_loc_t *loc) {
+  if (bp < sp || bp > high - 16 || (bp & 7)) return 0;
+  if (loc->type != UNW_SLT_MEMORY || loc->u.addr != bp) return 0;
+  if (*(const uint64_t *)(uintptr_t)bp != cbp || *(const uint64_t *)(uintptr_t)(bp + 8) != cip) return 0;
+  return has_unwind_info(uc, ip, sp, bp) ? 0 : RULE_FP;
+}
+
 // One libunwind step from the frame (ip, sp, bp), turned into a rule; 0 if the frame
 // does not fit the rule shapes (then the sample falls back to unw_backtrace). On a stack
 // copy, sp and bp are the copy's (delta added), and words read from it are the stack's.
@@ -376,7 +430,8 @@ static uint32_t derive_rule(const ucontext_t *uc, uint64_t ip, uint64_t sp, uint
     return 0;
   if (csp > high) return RULE_BEYOND;
   if (csp <= sp || (csp & 7) || cip == 0) return 0;
-  if (*(const uint64_t *)(uintptr_t)(csp - 8) != cip) return 0;  // return address at CFA - 8
+  if (*(const uint64_t *)(uintptr_t)(csp - 8) != cip)  // the return address is not at CFA - 8
+    return leaf ? 0 : chain_rule(uc, ip, sp, bp, high, cip, cbp, &loc);
   if (csp == bp + 16 && loc.type == UNW_SLT_MEMORY && loc.u.addr == bp) return RULE_FP;
   uint64_t k = (csp - sp) / 8;
   if (k > RULE_FIELD_MASK) return 0;
@@ -419,6 +474,143 @@ static bool libunwind_step(const ucontext_t *uc, uint64_t ip, uint64_t sp, uint6
   *nsp = csp;
   *nbp = cbp;
   return true;
+}
+
+// MARK: - Rules for a CFI row's whole range
+//
+// Rules are learned one lookup address at a time, from a frame met on a stack. The
+// interrupted PC is a new address on most samples at first, so most of a session's
+// early samples were deferred (70-75 % in a 1-second session of a 42-frame stack). A
+// rule is a fact about the CFI row that holds at its address, though, and the row holds
+// for a range of addresses (a function's body after its prologue, usually): after
+// learning a rule on a stack copy, the discovery thread reads that row with libdw, and
+// when the row says what the rule says, gives the rule to every granule inside the
+// row's range too. The rule stays libunwind's; libdw only tells where else it holds.
+
+// Granules a learned row gives its rule to, on either side of the learned address: a
+// long row would otherwise push other rules out of the cache.
+#define RULE_EXTEND_GRANULES 64
+#define LEARNED_MAX 64
+
+// The discovery thread's (or stop's) rules learned on stack copies, to extend.
+typedef struct LearnedRule {
+  uint64_t address;
+  uint32_t rule;
+} LearnedRule;
+static LearnedRule g_learned[LEARNED_MAX];
+static int g_learnedCount;
+static _Atomic uint64_t g_rangeRules;  // granule entries this session
+static _Atomic uint64_t g_deferredSamples;
+
+static void note_learned_rule(uint64_t address, uint32_t rule) {
+  uint32_t type = rule & 3;
+  if ((type == RULE_FP || type == RULE_SP) && g_learnedCount < LEARNED_MAX)
+    g_learned[g_learnedCount++] = (LearnedRule){.address = address, .rule = rule};
+}
+
+// Discovery thread only, for one session: libdwfl's view of the loaded modules.
+static Dwfl *g_dwfl;
+static const Dwfl_Callbacks g_dwflCallbacks = {
+    .find_elf = dwfl_linux_proc_find_elf, .find_debuginfo = dwfl_standard_find_debuginfo};
+
+static bool report_modules(void) {
+  if (!g_dwfl) g_dwfl = dwfl_begin(&g_dwflCallbacks);
+  if (!g_dwfl) return false;
+  dwfl_report_begin(g_dwfl);
+  int reported = dwfl_linux_proc_report(g_dwfl, getpid());
+  return dwfl_report_end(g_dwfl, NULL, NULL) == 0 && reported == 0;
+}
+
+enum { SAVED_SAME, SAVED_AT_CFA, SAVED_OTHER };
+
+// Where a row keeps register regno of the caller: SAVED_AT_CFA with *offset from the CFA,
+// SAVED_SAME when it is unchanged, SAVED_OTHER for any other rule.
+static int saved_register(Dwarf_Frame *frame, int regno, int64_t *offset) {
+  Dwarf_Op storage[3], *ops = NULL;
+  size_t count = 0;
+  if (dwarf_frame_register(frame, regno, storage, &ops, &count) != 0) return SAVED_OTHER;
+  if (count == 0) return ops == NULL ? SAVED_SAME : SAVED_OTHER;  // same value : undefined
+  if (ops[0].atom != DW_OP_call_frame_cfa) return SAVED_OTHER;
+  if (count == 1) {
+    *offset = 0;
+    return SAVED_AT_CFA;
+  }
+  if (count == 2 && ops[1].atom == DW_OP_plus_uconst) {
+    *offset = (int64_t)ops[1].number;
+    return SAVED_AT_CFA;
+  }
+  return SAVED_OTHER;
+}
+
+// The rule a CFI row describes, in the handler's rule shapes; 0 if none fits.
+static uint32_t row_rule(Dwarf_Frame *frame) {
+  Dwarf_Op *ops = NULL;
+  size_t count = 0;
+  if (dwarf_frame_cfa(frame, &ops, &count) != 0 || count != 1) return 0;
+  int64_t reg, cfaOffset;
+  if (ops[0].atom == DW_OP_bregx) {
+    reg = (int64_t)ops[0].number;
+    cfaOffset = (int64_t)ops[0].number2;
+  } else if (ops[0].atom >= DW_OP_breg0 && ops[0].atom <= DW_OP_breg31) {
+    reg = ops[0].atom - DW_OP_breg0;
+    cfaOffset = (int64_t)ops[0].number;
+  } else {
+    return 0;
+  }
+  int64_t ra = 0, rbp = 0;  // DWARF registers: 6 rbp, 7 rsp, 16 the return address
+  if (saved_register(frame, 16, &ra) != SAVED_AT_CFA || ra != -8) return 0;
+  int rbpSaved = saved_register(frame, 6, &rbp);
+  if (reg == 6) return cfaOffset == 16 && rbpSaved == SAVED_AT_CFA && rbp == -16 ? RULE_FP : 0;
+  if (reg != 7 || cfaOffset <= 0 || cfaOffset % 8 || cfaOffset / 8 > RULE_FIELD_MASK) return 0;
+  uint32_t k = (uint32_t)(cfaOffset / 8), j = 0;
+  if (rbpSaved == SAVED_AT_CFA) {
+    int64_t fromSp = cfaOffset + rbp;  // the slot, from the frame's sp
+    if (fromSp < 0 || fromSp >= cfaOffset || fromSp % 8) return 0;
+    j = (uint32_t)(fromSp / 8) + 1;
+  } else if (rbpSaved != SAVED_SAME) {
+    return 0;
+  }
+  return RULE_SP | (k << 2) | (j << (2 + RULE_FIELD_BITS));
+}
+
+// The range [*start, *end) of the row that holds at address, if the row describes rule.
+static bool row_range(uint64_t address, uint32_t rule, uint64_t *start, uint64_t *end) {
+  if (!g_dwfl && !report_modules()) return false;
+  Dwfl_Module *module = dwfl_addrmodule(g_dwfl, address);
+  if (!module && report_modules()) module = dwfl_addrmodule(g_dwfl, address);  // loaded since
+  if (!module) return false;
+  Dwarf_Addr bias = 0;
+  Dwarf_CFI *cfi = dwfl_module_eh_cfi(module, &bias);
+  Dwarf_Frame *frame = NULL;
+  if (!cfi || dwarf_cfi_addrframe(cfi, address - bias, &frame) != 0) return false;
+  Dwarf_Addr low = 0, high = 0;
+  bool signal = false;
+  bool fits = dwarf_frame_info(frame, &low, &high, &signal) == 16 && !signal && row_rule(frame) == rule &&
+              low + bias <= address && address < high + bias;
+  free(frame);
+  *start = low + bias;
+  *end = high + bias;
+  return fits;
+}
+
+// Gives each noted rule to the granules around it that its row covers whole.
+static void extend_learned_rules(void) {
+  for (int i = 0; i < g_learnedCount; i++) {
+    uint64_t address = g_learned[i].address, start, end;
+    if (!row_range(address, g_learned[i].rule, &start, &end)) continue;
+    uint64_t at = address >> RULE_GRANULE_BITS;
+    uint64_t first = (start + (1u << RULE_GRANULE_BITS) - 1) >> RULE_GRANULE_BITS;
+    uint64_t last = end >> RULE_GRANULE_BITS;  // exclusive
+    if (at > RULE_EXTEND_GRANULES && first < at - RULE_EXTEND_GRANULES) first = at - RULE_EXTEND_GRANULES;
+    if (last > at + RULE_EXTEND_GRANULES + 1) last = at + RULE_EXTEND_GRANULES + 1;
+    for (uint64_t granule = first; granule < last; granule++) {
+      uint64_t granuleAddress = granule << RULE_GRANULE_BITS;
+      if (granuleAddress >= RULE_MAX_PC) break;
+      rule_insert_tagged(granuleAddress, rule_granule_tag(granuleAddress), g_learned[i].rule);
+      atomic_fetch_add_explicit(&g_rangeRules, 1, memory_order_relaxed);
+    }
+  }
+  g_learnedCount = 0;
 }
 
 // Set by a handler that met a thread without known stack bounds: the discovery thread
@@ -549,13 +741,13 @@ static int walk(const ucontext_t *uc, uint64_t ip, uint64_t sp, uint64_t bp, boo
       // making up sp: the walk then comes out at the rejoin frame's return address and
       // frame pointer below its sp. Under a frame-pointer rule the rest of the walk reads
       // only bp and the words above it, which the last walk's frames were checked against.
-      if (ip == meet->ip && bp == meet->bp && (rule_lookup(ip << 1) & 3) == RULE_FP) {
+      if (ip == meet->ip && bp == meet->bp && (rule_lookup(rule_address(ip, false)) & 3) == RULE_FP) {
         *met = true;
         return n;
       }
     }
-    uint64_t key = (ip << 1) | (leaf ? 1 : 0);
-    uint32_t rule = ip < RULE_MAX_PC ? rule_lookup(key) : 0;
+    uint64_t address = rule_address(ip, leaf);
+    uint32_t rule = address < RULE_MAX_PC ? rule_lookup(address) : 0;
     // A PC no rule shape fits is deferred as well: libunwind's step there, on the copy,
     // costs the handler a stack copy (a few µs) instead of unw_backtrace (30-50 µs).
     if (!rule || (rule == RULE_NONE && miss)) {
@@ -572,7 +764,11 @@ static int walk(const ucontext_t *uc, uint64_t ip, uint64_t sp, uint64_t bp, boo
         if (meet) return -1;
         rule = 0;
       }
-      if (ip < RULE_MAX_PC) rule_insert(key, rule ? rule : RULE_NONE);
+      if (address < RULE_MAX_PC) {
+        rule_insert(address, rule ? rule : RULE_NONE);
+        // On a copy (never in a handler): the row's whole range may get the rule too.
+        if (rule && delta != 0) note_learned_rule(address, rule);
+      }
     }
     out[n++] = ip;
     TraceFrame *record = next && recorded < TRACE_FRAMES ? &next->frames[recorded] : NULL;
@@ -695,7 +891,7 @@ static int fast_unwind(const ucontext_t *uc, ThreadRecord *record, uint64_t *out
   // again: their rules are likely the same as last time.
   for (int32_t i = 1; i < 4 && i < replay.previous->count; i++) {
     uint64_t caller = replay.previous->frames[i].ip;
-    if (caller < RULE_MAX_PC) __builtin_prefetch(&g_rules[rule_set(caller << 1) * RULE_WAYS]);
+    if (caller < RULE_MAX_PC) __builtin_prefetch(&g_rules[rule_set(rule_address(caller, false)) * RULE_WAYS]);
   }
   int n = walk(uc, ip, sp, bp, true, high, 0, out, 0, max, miss, &replay, NULL, NULL);
   if (n > 0 && replay.next->count > 0) record->current ^= 1;
@@ -856,6 +1052,8 @@ uint64_t CPerfSampler_fastSamples(void) {
 }
 uint64_t CPerfSampler_unwinderMismatches(void) { return atomic_load(&g_mismatches); }
 uint64_t CPerfSampler_rejoinedSamples(void) { return atomic_load(&g_rejoined); }
+uint64_t CPerfSampler_deferredSamples(void) { return atomic_load(&g_deferredSamples); }
+uint64_t CPerfSampler_rangeRules(void) { return atomic_load(&g_rangeRules); }
 uint64_t CPerfSampler_unwindFallbacks(void) { return atomic_load(&g_fallbacks); }
 int32_t CPerfSampler_activeUnwinder(void) { return atomic_load(&g_unwinderActive); }
 
@@ -990,7 +1188,7 @@ static bool defer_sample(const ucontext_t *uc, const WalkMiss *miss, const uint6
 // Finishes deferred samples in order, up to the first one still being written.
 // Discovery thread (or stop(), after the last handler): never inside a handler.
 // Returns whether it finished any.
-static bool drain_deferred(void) {
+static bool drain_deferred(bool extendRules) {
   if (!g_defer) return false;
   uint64_t from = g_deferDone;
   int maxDepth = atomic_load(&g_maxDepth);
@@ -1056,6 +1254,9 @@ static bool drain_deferred(void) {
       }
     }
     append_record(e->tid, e->weight, e->timestampNs, e->handlerNs, frames, (uint32_t)n);
+    atomic_fetch_add_explicit(&g_deferredSamples, 1, memory_order_relaxed);
+    if (extendRules) extend_learned_rules();
+    g_learnedCount = 0;
     g_deferDone += e->bytes;
   }
   return g_deferDone != from;
@@ -1134,7 +1335,7 @@ static void sigprof_handler(int sig, siginfo_t *info, void *context) {
   if (recordIndex && recordIndex <= THREAD_RECORDS) {
     // The walk starts with the interrupted PC's rule: a miss everything else waits for.
     uint64_t pc = (uint64_t)((const ucontext_t *)context)->uc_mcontext.gregs[REG_RIP];
-    if (pc < RULE_MAX_PC) __builtin_prefetch(&g_rules[rule_set((pc << 1) | 1) * RULE_WAYS]);
+    if (pc < RULE_MAX_PC) __builtin_prefetch(&g_rules[rule_set(rule_address(pc, true)) * RULE_WAYS]);
     record = &g_records[recordIndex - 1];
     for (int line = 0; line < 1 + 2 * TRACE_PREFETCH_LINES; line++) {
       const uint8_t *at = line == 0 ? (const uint8_t *)record
@@ -1368,13 +1569,15 @@ static void *discovery_main(void *unused) {
     if (atomic_load(&g_discoveryStop)) break;
     bool changed = scan(self);
     changed |= atomic_load_explicit(&g_boundsWanted, memory_order_relaxed) != 0;
-    changed |= drain_deferred();
+    changed |= drain_deferred(true);
     intervalNs = changed ? DISCOVERY_INTERVAL_NS
                  : intervalNs * 2 > DISCOVERY_MAX_INTERVAL_NS ? DISCOVERY_MAX_INTERVAL_NS
                                                               : intervalNs * 2;
     prefault_arena();
     if (atomic_load_explicit(&g_unwinderActive, memory_order_relaxed) != UNWINDER_LIBUNWIND) resolve_stacks();
   }
+  if (g_dwfl) dwfl_end(g_dwfl);  // its files stay open only while recording
+  g_dwfl = NULL;
   return NULL;
 }
 
@@ -1493,6 +1696,8 @@ int32_t CPerfSampler_start(const CPerfSampler_Config *config, CPerfSampler_Error
   atomic_store(&g_unwinderActive, unwinder);
   atomic_store(&g_mismatches, 0);
   atomic_store(&g_rejoined, 0);
+  atomic_store(&g_rangeRules, 0);
+  atomic_store(&g_deferredSamples, 0);
   // No handler records now (g_enabled is 0): the tables can be reset without races. The
   // rules are dropped too, in case a library was unloaded since the last session.
   memset((void *)g_rules, 0, sizeof(g_rules));
@@ -1570,7 +1775,7 @@ int32_t CPerfSampler_stop(CPerfSampler_Error *error) {
   // and the arena stays mapped until release anyway.
   atomic_store(&g_enabled, 0);
   wait_for_handlers();
-  drain_deferred();
+  drain_deferred(false);
   // Taken after the last handler left, so no sample is stamped later than the stop.
   g_stopNs = now_ns();
 

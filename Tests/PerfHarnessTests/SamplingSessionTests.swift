@@ -366,6 +366,24 @@ extension ProcessWideRecording {
       try Self.expectRejoinedStacksMatchLibunwind { _ = Self.variedLibraryWork(25, 400_000_000) }
     }
 
+    /// A rule learned on a stack copy is given to the whole range of its CFI row: samples
+    /// at addresses never met before then take rules no frame of theirs was learned from,
+    /// and their stacks must still come out exactly as libunwind sees them.
+    @Test func rulesGivenToWholeRowsMatchLibunwind() throws {
+      CPerfSampler_setUnwinder(2)  // verify
+      defer { CPerfSampler_setUnwinder(-1) }
+      let session = try SamplingSession.start(SamplerConfiguration())
+      let me = CPerfSampler_gettid()
+      _ = Self.variedLibraryWork(25, 400_000_000)
+      let result = session.stop()
+      let mine = result.samples.filter { $0.threadID == me }
+      #expect(mine.count >= 40, "only \(mine.count) samples")
+      #expect(CPerfSampler_rangeRules() > 0, "no row's range got a rule")
+      #expect(
+        CPerfSampler_unwinderMismatches() == 0,
+        "\(CPerfSampler_unwinderMismatches()) of \(CPerfSampler_fastSamples()) fast stacks differ from libunwind")
+    }
+
     /// Samples `work` in verify mode: this thread's samples, some finished from the thread's
     /// last walk, all as libunwind sees them.
     static func expectRejoinedStacksMatchLibunwind(_ work: () -> Void) throws {
@@ -433,6 +451,18 @@ extension ProcessWideRecording {
       try Self.expectFastPathWithLibunwindStacks {
         Self.blackHole(UnwindCases_spinInLoopWithoutUnwindInfo(400_000_000))
       }
+    }
+
+    /// A caller frame without unwind information, where libunwind follows the frame-pointer
+    /// chain, gets a frame-pointer rule: its samples are walked in the handler, not deferred
+    /// with a copy of the whole stack each time, and come out as libunwind's stacks.
+    @Test func callerFramesWithoutUnwindInfoAreWalkedNotDeferred() throws {
+      try Self.expectFastPathWithLibunwindStacks {
+        Self.blackHole(UnwindCases_spinUnderFrameWithoutUnwindInfo(400_000_000))
+      }
+      let deferred = CPerfSampler_deferredSamples()
+      let fast = CPerfSampler_fastSamples()
+      #expect(Double(deferred) <= 0.2 * Double(fast), "\(deferred) of \(fast) samples deferred")
     }
 
     /// The fast unwinder (per-PC rules applied to the interrupted stack) must produce the

@@ -127,6 +127,12 @@ uint64_t CPerfSampler_unwinderMismatches(void);
 /// Samples of the last session that met a PC without a rule and were finished from the
 /// thread's previous walk (only the stack up to a caller frame it still held was copied).
 uint64_t CPerfSampler_rejoinedSamples(void);
+/// Samples of the last session that met a PC without a rule and were finished outside the
+/// handler, on a copy of the stack (the ones above included).
+uint64_t CPerfSampler_deferredSamples(void);
+/// Rules of the last session given to a whole granule of addresses, from the range of the
+/// CFI row a rule learned on a stack copy holds in.
+uint64_t CPerfSampler_rangeRules(void);
 /// Samples of the last session (or the running one) whose stack came out short of what
 /// the unwinder could see (unwindFallbacks in CPerfSampler_Stats), readable after release.
 uint64_t CPerfSampler_unwindFallbacks(void);

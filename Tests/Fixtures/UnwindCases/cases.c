@@ -55,6 +55,31 @@ __asm__(".text\n"
         SPIN_AND_RETURN
         ".size unwind_cases_loop_without_fde, .-unwind_cases_loop_without_fde\n");
 
+// A function without an FDE that sets up a frame and calls a leaf with CFI, as the Swift
+// runtime's metadata accessor thunks call into the runtime: samples in the leaf have it
+// as a caller frame, which libunwind steps along the frame-pointer chain with a made-up
+// sp. The 32 bytes of locals keep that sp from being the caller's.
+__asm__(".text\n"
+        ".p2align 4\n"
+        ".type unwind_cases_spin_leaf,@function\n"
+        "unwind_cases_spin_leaf:\n"
+        "  .cfi_startproc\n"
+        "  movq %rdi, %rax\n"
+        SPIN_AND_RETURN
+        "  .cfi_endproc\n"
+        ".size unwind_cases_spin_leaf, .-unwind_cases_spin_leaf\n"
+        ".p2align 4\n"
+        ".type unwind_cases_frame_without_fde,@function\n"
+        "unwind_cases_frame_without_fde:\n"
+        "  pushq %rbp\n"
+        "  movq %rsp, %rbp\n"
+        "  subq $32, %rsp\n"
+        "  call unwind_cases_spin_leaf\n"
+        "  addq $32, %rsp\n"
+        "  popq %rbp\n"
+        "  ret\n"
+        ".size unwind_cases_frame_without_fde, .-unwind_cases_frame_without_fde\n");
+
 static uint64_t thread_cpu_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
@@ -64,6 +89,7 @@ static uint64_t thread_cpu_ns(void) {
 uint64_t unwind_cases_leaf_without_fde(uint64_t value);
 uint64_t unwind_cases_after_pop(uint64_t value);
 uint64_t unwind_cases_loop_without_fde(uint64_t value);
+uint64_t unwind_cases_frame_without_fde(uint64_t value);
 
 __attribute__((noinline)) static uint64_t spin_in(uint64_t (*leaf)(uint64_t), uint64_t nanoseconds) {
   uint64_t start = thread_cpu_ns(), total = 0;
@@ -88,4 +114,8 @@ __attribute__((noinline)) uint64_t UnwindCases_spinAfterPopInEpilogue(uint64_t n
 
 __attribute__((noinline)) uint64_t UnwindCases_spinInLoopWithoutUnwindInfo(uint64_t nanoseconds) {
   return spin_in(unwind_cases_loop_without_fde, nanoseconds);
+}
+
+__attribute__((noinline)) uint64_t UnwindCases_spinUnderFrameWithoutUnwindInfo(uint64_t nanoseconds) {
+  return spin_in(unwind_cases_frame_without_fde, nanoseconds);
 }

@@ -17,4 +17,9 @@ uint64_t UnwindCases_spinAfterPopInEpilogue(uint64_t nanoseconds);
 /// The same, in a loop of a few PCs in a leaf without an FDE (and without a frame).
 uint64_t UnwindCases_spinInLoopWithoutUnwindInfo(uint64_t nanoseconds);
 
+/// The same, in a leaf with unwind information called from a function without any that
+/// sets up a frame (push rbp; mov rsp, rbp; 32 bytes of locals) before the call, as the
+/// Swift runtime's `__swift_instantiateCanonicalPrespecializedGenericMetadata` does.
+uint64_t UnwindCases_spinUnderFrameWithoutUnwindInfo(uint64_t nanoseconds);
+
 #endif
