@@ -384,18 +384,22 @@ static int step_once(unw_context_t *ctx, unw_cursor_t *cursor, const ucontext_t 
 // x86-64's red zone: below sp, left alone by signal delivery.
 #define RED_ZONE_BYTES 128u
 
-// Whether libunwind has unwind information (an FDE) for the caller frame at ip.
-static bool has_unwind_info(const ucontext_t *uc, uint64_t ip, uint64_t sp, uint64_t bp) {
+// The range of the FDE (libunwind's procedure) that covers lookup address `address`;
+// false when there is none.
+static bool fde_range(uint64_t address, uint64_t *start, uint64_t *end) {
   unw_context_t ctx;
   unw_cursor_t cursor;
-  memcpy(&ctx, uc, sizeof(ctx) < sizeof(*uc) ? sizeof(ctx) : sizeof(*uc));
-  ctx.uc_mcontext.gregs[REG_RIP] = (greg_t)ip;
-  ctx.uc_mcontext.gregs[REG_RSP] = (greg_t)sp;
-  ctx.uc_mcontext.gregs[REG_RBP] = (greg_t)bp;
   unw_proc_info_t info;
-  if (unw_init_local2(&cursor, &ctx, 0) < 0 || unw_get_proc_info(&cursor, &info) < 0) return true;
-  // Without an FDE, libunwind describes a one-byte procedure at ip.
-  return info.format == UNW_INFO_FORMAT_TABLE || info.end_ip - info.start_ip > 1;
+  if (unw_getcontext(&ctx) != 0) return false;
+  ctx.uc_mcontext.gregs[REG_RIP] = (greg_t)address;
+  // As a signal frame, the lookup is at the address itself (not the one before it).
+  if (unw_init_local2(&cursor, &ctx, UNW_INIT_SIGNAL_FRAME) < 0 || unw_get_proc_info(&cursor, &info) < 0)
+    return false;
+  // Without an FDE, libunwind describes a one-byte procedure at the address.
+  if (info.format != UNW_INFO_FORMAT_TABLE && info.end_ip - info.start_ip <= 1) return false;
+  *start = info.start_ip;
+  *end = info.end_ip;
+  return true;
 }
 
 // A caller frame without unwind information (the Swift runtime's metadata accessor
@@ -405,12 +409,13 @@ static bool has_unwind_info(const ucontext_t *uc, uint64_t ip, uint64_t sp, uint
 // gives the real caller: a frame-pointer rule reads the same return address and rbp as
 // libunwind did, and gives the caller its true sp. Without it, every sample under such
 // a frame was deferred with a copy of the whole stack.
-static uint32_t chain_rule(const ucontext_t *uc, uint64_t ip, uint64_t sp, uint64_t bp, uint64_t high,
-                           uint64_t cip, uint64_t cbp, const unw_save_loc_t *loc) {
+static uint32_t chain_rule(uint64_t ip, uint64_t sp, uint64_t bp, uint64_t high, uint64_t cip, uint64_t cbp,
+                           const unw_save_loc_t *loc) {
   if (bp < sp || bp > high - 16 || (bp & 7)) return 0;
   if (loc->type != UNW_SLT_MEMORY || loc->u.addr != bp) return 0;
   if (*(const uint64_t *)(uintptr_t)bp != cbp || *(const uint64_t *)(uintptr_t)(bp + 8) != cip) return 0;
-  return has_unwind_info(uc, ip, sp, bp) ? 0 : RULE_FP;
+  uint64_t start, end;
+  return fde_range(rule_address(ip, false), &start, &end) ? 0 : RULE_FP;
 }
 
 // One libunwind step from the frame (ip, sp, bp), turned into a rule; 0 if the frame
@@ -431,7 +436,7 @@ static uint32_t derive_rule(const ucontext_t *uc, uint64_t ip, uint64_t sp, uint
   if (csp > high) return RULE_BEYOND;
   if (csp <= sp || (csp & 7) || cip == 0) return 0;
   if (*(const uint64_t *)(uintptr_t)(csp - 8) != cip)  // the return address is not at CFA - 8
-    return leaf ? 0 : chain_rule(uc, ip, sp, bp, high, cip, cbp, &loc);
+    return leaf ? 0 : chain_rule(ip, sp, bp, high, cip, cbp, &loc);
   if (csp == bp + 16 && loc.type == UNW_SLT_MEMORY && loc.u.addr == bp) return RULE_FP;
   uint64_t k = (csp - sp) / 8;
   if (k > RULE_FIELD_MASK) return 0;
@@ -484,12 +489,14 @@ static bool libunwind_step(const ucontext_t *uc, uint64_t ip, uint64_t sp, uint6
 // rule is a fact about the CFI row that holds at its address, though, and the row holds
 // for a range of addresses (a function's body after its prologue, usually): after
 // learning a rule on a stack copy, the discovery thread reads that row with libdw, and
-// when the row says what the rule says, gives the rule to every granule inside the
-// row's range too. The rule stays libunwind's; libdw only tells where else it holds.
+// when the row says what libunwind's step said, gives the rule to the row's whole range
+// (whole granules as one entry each, the bytes around them one by one). The rule stays
+// libunwind's; libdw only tells where else it holds. (Giving every row of the function
+// its rule as well, unchecked by a step, deferred no fewer samples in the bench.)
 
-// Granules a learned row gives its rule to, on either side of the learned address: a
-// long row would otherwise push other rules out of the cache.
-#define RULE_EXTEND_GRANULES 64
+// The addresses around a learned one that get its rule, in a long row: more would push
+// other rules out of the cache.
+#define RULE_EXTEND_BYTES 2048
 #define LEARNED_MAX 64
 
 // The discovery thread's (or stop's) rules learned on stack copies, to extend.
@@ -573,8 +580,9 @@ static uint32_t row_rule(Dwarf_Frame *frame) {
   return RULE_SP | (k << 2) | (j << (2 + RULE_FIELD_BITS));
 }
 
-// The range [*start, *end) of the row that holds at address, if the row describes rule.
-static bool row_range(uint64_t address, uint32_t rule, uint64_t *start, uint64_t *end) {
+// The CFI row that holds at lookup address `address`: its range [*start, *end) and the
+// rule it describes (0 if no rule shape fits); false if libdw finds none.
+static bool cfi_row(uint64_t address, uint64_t *start, uint64_t *end, uint32_t *rule) {
   if (!g_dwfl && !report_modules()) return false;
   Dwfl_Module *module = dwfl_addrmodule(g_dwfl, address);
   if (!module && report_modules()) module = dwfl_addrmodule(g_dwfl, address);  // loaded since
@@ -585,30 +593,35 @@ static bool row_range(uint64_t address, uint32_t rule, uint64_t *start, uint64_t
   if (!cfi || dwarf_cfi_addrframe(cfi, address - bias, &frame) != 0) return false;
   Dwarf_Addr low = 0, high = 0;
   bool signal = false;
-  bool fits = dwarf_frame_info(frame, &low, &high, &signal) == 16 && !signal && row_rule(frame) == rule &&
-              low + bias <= address && address < high + bias;
-  free(frame);
+  int returnColumn = dwarf_frame_info(frame, &low, &high, &signal);
   *start = low + bias;
   *end = high + bias;
-  return fits;
+  *rule = returnColumn == 16 && !signal ? row_rule(frame) : 0;
+  free(frame);
+  return *start <= address && address < *end;
 }
 
-// Gives each noted rule to the granules around it that its row covers whole.
+// Gives rule to every lookup address in [start, end).
+static void give_rule(uint64_t start, uint64_t end, uint32_t rule) {
+  const uint64_t granule = 1u << RULE_GRANULE_BITS;
+  uint64_t first = (start + granule - 1) & ~(granule - 1), last = end & ~(granule - 1);
+  if (first >= last) first = last = end;  // no whole granule: every byte on its own
+  for (uint64_t a = start; a < first; a++) rule_insert(a, rule);
+  for (uint64_t a = first; a < last; a += granule) rule_insert_tagged(a, rule_granule_tag(a), rule);
+  for (uint64_t a = last; a < end; a++) rule_insert(a, rule);
+  atomic_fetch_add_explicit(&g_rangeRules, (first - start) + (last - first) / granule + (end - last),
+                            memory_order_relaxed);
+}
+
+// Gives each noted rule to the rest of its row (near it).
 static void extend_learned_rules(void) {
   for (int i = 0; i < g_learnedCount; i++) {
     uint64_t address = g_learned[i].address, start, end;
-    if (!row_range(address, g_learned[i].rule, &start, &end)) continue;
-    uint64_t at = address >> RULE_GRANULE_BITS;
-    uint64_t first = (start + (1u << RULE_GRANULE_BITS) - 1) >> RULE_GRANULE_BITS;
-    uint64_t last = end >> RULE_GRANULE_BITS;  // exclusive
-    if (at > RULE_EXTEND_GRANULES && first < at - RULE_EXTEND_GRANULES) first = at - RULE_EXTEND_GRANULES;
-    if (last > at + RULE_EXTEND_GRANULES + 1) last = at + RULE_EXTEND_GRANULES + 1;
-    for (uint64_t granule = first; granule < last; granule++) {
-      uint64_t granuleAddress = granule << RULE_GRANULE_BITS;
-      if (granuleAddress >= RULE_MAX_PC) break;
-      rule_insert_tagged(granuleAddress, rule_granule_tag(granuleAddress), g_learned[i].rule);
-      atomic_fetch_add_explicit(&g_rangeRules, 1, memory_order_relaxed);
-    }
+    uint32_t rule = 0;
+    if (!cfi_row(address, &start, &end, &rule) || rule != g_learned[i].rule) continue;
+    if (address - start > RULE_EXTEND_BYTES) start = address - RULE_EXTEND_BYTES;
+    if (end - address > RULE_EXTEND_BYTES) end = address + RULE_EXTEND_BYTES;
+    give_rule(start, end, rule);
   }
   g_learnedCount = 0;
 }
