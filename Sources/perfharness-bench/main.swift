@@ -255,7 +255,9 @@ if onlyTime {
 
 let allocationChurn = churnScenario("allocation-churn", depth: 30, repeats: 1)
 
-FileHandle.standardError.write(Data("bench: allocation tracking, \(rounds) alternating rounds\n".utf8))
+// A round takes half a second: more rounds steady the ratios' medians.
+let allocationRounds = max(rounds, 9)
+FileHandle.standardError.write(Data("bench: allocation tracking, \(allocationRounds) alternating rounds\n".utf8))
 var allocationTimes: [String: [Double]] = [:]
 var bytesPerBlock: [Double] = []
 let allocationModes: [(String, RecordingConfiguration)] = [
@@ -263,8 +265,10 @@ let allocationModes: [(String, RecordingConfiguration)] = [
   ("countsOnly", RecordingConfiguration(instruments: [.allocations], allocationStacks: false)),
   ("fullStacks", RecordingConfiguration(instruments: [.allocations], allocationStacks: true)),
 ]
-for _ in 0..<rounds {
-  for (name, configuration) in allocationModes {
+for round in 0..<allocationRounds {
+  // Every other round runs the modes in reverse order, so a drift of the machine's speed
+  // over a round weighs on the untracked run as much as on the tracked ones.
+  for (name, configuration) in round % 2 == 0 ? allocationModes : allocationModes.reversed() {
     let report = MainActor.assumeIsolated {
       ScenarioRunner(configuration: configuration).run(allocationChurn, variant: .starter, iterations: 1)
     }
@@ -316,7 +320,7 @@ for (name, target) in [("countsOnly", 1.2), ("fullStacks", 2.0)] {
       detail: String(
         format:
           "%.1f M malloc+free at stack depth ~35; median of %d rounds' ratios (against the untracked run of the same round); medians %.0f ms vs %.0f ms untracked",
-        Double(churnOperations) / 1e6, rounds, median(allocationTimes[name] ?? []), plainChurn)))
+        Double(churnOperations) / 1e6, allocationRounds, median(allocationTimes[name] ?? []), plainChurn)))
 }
 let scanTime = median(scanTimes)
 if !onlyAllocations {
