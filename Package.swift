@@ -20,6 +20,7 @@ let package = Package(
     // C primitives: only what must be C (signal handler, unwinding, libdw access).
     .target(
       name: "CPerfSampler",
+      dependencies: ["CPerfClock"],
       cSettings: [.define("_GNU_SOURCE")],
       // gcc_s before unwind: libunwind must not replace libgcc_s's _Unwind_* for the
       // whole process (DESIGN.md, "Linking"). libdw reads CFI rows' ranges off the handler.
@@ -27,7 +28,9 @@ let package = Package(
     ),
     // The malloc-family interposer and the Swift allocation hook: linked into the
     // executable, they see every library's allocations without LD_PRELOAD.
-    .target(name: "CPerfAlloc", cSettings: [.define("_GNU_SOURCE")]),
+    .target(name: "CPerfAlloc", dependencies: ["CPerfClock"], cSettings: [.define("_GNU_SOURCE")]),
+    // The TSC calibrated against CLOCK_MONOTONIC, for both recorders' timestamps.
+    .target(name: "CPerfClock"),
     // The leaks instrument's conservative heap-graph scanner (roots, thread parking).
     .target(name: "CPerfHeapScan", cSettings: [.define("_GNU_SOURCE")]),
     // The scenario child's crash handler: a dying scenario still hands over its partial report.

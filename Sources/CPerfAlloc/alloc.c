@@ -3,6 +3,8 @@
 // parts that must be C live here: the hooks, their mmap-backed tables, the snapshot.
 #include "CPerfAlloc.h"
 
+#include "CPerfClock.h"
+
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -108,29 +110,13 @@ static inline uint64_t microsSinceStart(void) {
 static _Atomic uint64_t g_nowMicros;  // latest reading of any thread, microseconds since start
 static TLS uint32_t t_clockCountdown;
 
-// Both clocks at one moment: the TSC is read on either side of the CLOCK_MONOTONIC
-// reading, which is read again if something (a preemption) came between them.
-static void clockPair(uint64_t *ns, uint64_t *tsc) {
-  for (int tries = 0;; tries++) {
-    uint64_t before = __rdtsc();
-    uint64_t n = monotonicNs();
-    uint64_t after = __rdtsc();
-    if (after - before < 3000 || tries == 100) {
-      *ns = n;
-      *tsc = before + (after - before) / 2;
-      return;
-    }
-  }
-}
-
 static void calibrateClock(void) {
-  uint64_t t0, c0, t1, c1;
-  clockPair(&t0, &c0);
-  do clockPair(&t1, &c1);
-  while (t1 - t0 < 2000000);
-  g_microsPerTsc32 = (uint64_t)((((unsigned __int128)(t1 - t0)) << 32) / 1000 / (c1 - c0));
-  g_startNs = t1;
-  g_startTsc = c1;
+  uint64_t nsPerTsc32 = 0;
+  if (!CPerfClock_calibrate(&nsPerTsc32, &g_startNs, &g_startTsc)) {
+    g_startNs = monotonicNs();  // a TSC that stands still: every block at the start
+    g_startTsc = __rdtsc();
+  }
+  g_microsPerTsc32 = nsPerTsc32 / 1000;
 }
 
 int32_t CPerfAlloc_gettid(void) { return (int32_t)syscall(SYS_gettid); }

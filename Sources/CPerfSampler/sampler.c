@@ -3,6 +3,8 @@
 // Only the parts that must be C live here (signal handler, timers, /proc scanning).
 #include "CPerfSampler.h"
 
+#include "CPerfClock.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -25,7 +27,6 @@
 #include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
 #include <libunwind.h>
-#include <cpuid.h>
 #include <x86intrin.h>
 
 _Static_assert(sizeof(CPerfSampler_SampleHeader) == 24, "arena record header layout");
@@ -278,43 +279,21 @@ static uint8_t g_tableStorage[TABLES_SPAN + HUGE_PAGE_BYTES] __attribute__((alig
 // The handler's clock. clock_gettime goes through libc's wrapper, the vDSO and the
 // kernel's clock data: three more pages for a handler to touch, and in a VM each page not
 // touched for a while is a TLB miss with a two-level walk. The TSC is read in place.
-static inline uint64_t now_ns(void) {
+// tsc: a TSC reading taken earlier (the handler's entry), or 0 for now. Without the TSC,
+// CLOCK_MONOTONIC now either way.
+static inline uint64_t tsc_ns(uint64_t tsc) {
   const Tables *t = TABLES;
   if (__builtin_expect(t->useTsc != 0, 1))
-    return t->nsBase + (uint64_t)(((unsigned __int128)(__rdtsc() - t->tscBase) * t->nsPerTsc32) >> 32);
+    return t->nsBase + (uint64_t)(((unsigned __int128)((tsc ? tsc : __rdtsc()) - t->tscBase) * t->nsPerTsc32) >> 32);
   return monotonic_ns();
 }
 
-// Both clocks at one moment: the TSC is read on either side of the CLOCK_MONOTONIC
-// reading, which is read again if something (a preemption) came between them.
-static void clock_pair(uint64_t *ns, uint64_t *tsc) {
-  for (int tries = 0;; tries++) {
-    uint64_t before = __rdtsc();
-    uint64_t n = monotonic_ns();
-    uint64_t after = __rdtsc();
-    if (after - before < 3000 || tries == 100) {
-      *ns = n;
-      *tsc = before + (after - before) / 2;
-      return;
-    }
-  }
-}
+static inline uint64_t now_ns(void) { return tsc_ns(0); }
 
-// Calibrates now_ns against CLOCK_MONOTONIC over two milliseconds, if the TSC runs at a
-// constant rate in every power state (CPUID 0x80000007, EDX bit 8); start only.
+// Calibrates now_ns against CLOCK_MONOTONIC, if the TSC runs at a constant rate in every
+// power state; start only.
 static void calibrate_tsc(Tables *t) {
-  unsigned a, b, c, d;
-  t->useTsc = 0;
-  if (!__get_cpuid(0x80000007, &a, &b, &c, &d) || !(d & (1u << 8))) return;
-  uint64_t n0, c0, n1, c1;
-  clock_pair(&n0, &c0);
-  do clock_pair(&n1, &c1);
-  while (n1 - n0 < 2000000);
-  if (c1 <= c0) return;
-  t->nsPerTsc32 = (uint64_t)((((unsigned __int128)(n1 - n0)) << 32) / (c1 - c0));
-  t->tscBase = c1;
-  t->nsBase = n1;
-  t->useTsc = 1;
+  t->useTsc = CPerfClock_tscIsInvariant() && CPerfClock_calibrate(&t->nsPerTsc32, &t->nsBase, &t->tscBase);
 }
 
 uint64_t CPerfSampler_nowNs(void) { return now_ns(); }
@@ -1331,7 +1310,10 @@ static void record_sample(siginfo_t *info, void *context, uint64_t entryNs, int3
 
 static void sigprof_handler(int sig, siginfo_t *info, void *context) {
   int savedErrno = errno;
-  uint64_t entryNs = now_ns();
+  // Only the raw TSC here: the calibration is read once the signal is known to be this
+  // session's, which start calibrated before enabling it (a stale signal from an earlier
+  // session can arrive while start rewrites it).
+  uint64_t entryTsc = __rdtsc();
 
   uint64_t value = (uint64_t)(uintptr_t)info->si_value.sival_ptr;
   uint32_t cookie = (uint32_t)value;
@@ -1368,7 +1350,7 @@ static void sigprof_handler(int sig, siginfo_t *info, void *context) {
       (cookie & COOKIE_GENERATION_MASK) ==
           ((atomic_load_explicit(&g_generation, memory_order_relaxed) << COOKIE_GENERATION_SHIFT) &
            COOKIE_GENERATION_MASK)) {
-    record_sample(info, context, entryNs, (int32_t)(value >> 32), record);
+    record_sample(info, context, tsc_ns(entryTsc), (int32_t)(value >> 32), record);
   }
   atomic_fetch_sub(&g_inflight, 1);
   errno = savedErrno;
