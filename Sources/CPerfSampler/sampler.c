@@ -485,7 +485,7 @@ typedef struct LearnedRule {
 } LearnedRule;
 static LearnedRule g_learned[LEARNED_MAX];
 static int g_learnedCount;
-static _Atomic uint64_t g_rangeRules;  // granule entries this session
+static _Atomic uint64_t g_rangeRules;  // entries given from CFI rows' ranges this session
 static _Atomic uint64_t g_deferredSamples;
 
 static void note_learned_rule(uint64_t address, uint32_t rule) {
@@ -499,7 +499,14 @@ static Dwfl *g_dwfl;
 static const Dwfl_Callbacks g_dwflCallbacks = {
     .find_elf = dwfl_linux_proc_find_elf, .find_debuginfo = dwfl_standard_find_debuginfo};
 
+static uint64_t g_dwflReportedNs;
+
+// Reads the loaded modules again, at most every 100 ms: code outside any module (JIT
+// code) must not cost a read of /proc/self/maps per rule.
 static bool report_modules(void) {
+  uint64_t now = monotonic_ns();
+  if (g_dwfl && now - g_dwflReportedNs < 100000000) return false;
+  g_dwflReportedNs = now;
   if (!g_dwfl) g_dwfl = dwfl_begin(&g_dwflCallbacks);
   if (!g_dwfl) return false;
   dwfl_report_begin(g_dwfl);

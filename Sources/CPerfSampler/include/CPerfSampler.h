@@ -130,8 +130,8 @@ uint64_t CPerfSampler_rejoinedSamples(void);
 /// Samples of the last session that met a PC without a rule and were finished outside the
 /// handler, on a copy of the stack (the ones above included).
 uint64_t CPerfSampler_deferredSamples(void);
-/// Rules of the last session given to a whole granule of addresses, from the range of the
-/// CFI row a rule learned on a stack copy holds in.
+/// Rule cache entries of the last session given from the range of the CFI row that a rule
+/// learned on a stack copy holds in (a whole 16-byte granule, or one address, each).
 uint64_t CPerfSampler_rangeRules(void);
 /// Samples of the last session (or the running one) whose stack came out short of what
 /// the unwinder could see (unwindFallbacks in CPerfSampler_Stats), readable after release.
