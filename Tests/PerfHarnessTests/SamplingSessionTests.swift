@@ -304,6 +304,17 @@ extension ProcessWideRecording {
       _ = session.stop()
     }
 
+    /// This thread's samples of `work` in verify mode: each stack is libunwind's, and the
+    /// fast path's stacks that differ from it are counted (CPerfSampler_unwinderMismatches).
+    static func verifiedSamples(of work: () -> Void) throws -> [RawSample] {
+      CPerfSampler_setUnwinder(2)  // verify
+      defer { CPerfSampler_setUnwinder(-1) }
+      let session = try SamplingSession.start(SamplerConfiguration())
+      let me = CPerfSampler_gettid()
+      work()
+      return session.stop().samples.filter { $0.threadID == me }
+    }
+
     /// Shaped like recurse, so its frame lines up with recurse's: a stack entered through
     /// it differs from one entered through recurse only in one return address.
     @inline(never)
@@ -317,21 +328,17 @@ extension ProcessWideRecording {
     /// change between samples (depth, call sites, a shared outer part) must still come out
     /// exactly as libunwind sees them.
     @Test func reusedWalksMatchLibunwindWhenStacksChange() throws {
-      CPerfSampler_setUnwinder(2)  // verify
-      defer { CPerfSampler_setUnwinder(-1) }
-      let session = try SamplingSession.start(SamplerConfiguration())
-      let me = CPerfSampler_gettid()
-      var generator = SystemRandomNumberGenerator()
-      let start = Self.threadCPUNanoseconds()
-      while Self.threadCPUNanoseconds() - start < 400_000_000 {
-        // Slices shorter than the 4 ms tick, so consecutive samples mostly see other stacks,
-        // often of the same depth with the same frames at the same places.
-        let depth = Int.random(in: 20...21, using: &generator)
-        let slice = UInt64.random(in: 300_000...3_000_000, using: &generator)
-        _ = Bool.random(using: &generator) ? Self.recurse(depth, slice) : Self.otherRecurse(depth, slice)
+      let mine = try Self.verifiedSamples {
+        var generator = SystemRandomNumberGenerator()
+        let start = Self.threadCPUNanoseconds()
+        while Self.threadCPUNanoseconds() - start < 400_000_000 {
+          // Slices shorter than the 4 ms tick, so consecutive samples mostly see other stacks,
+          // often of the same depth with the same frames at the same places.
+          let depth = Int.random(in: 20...21, using: &generator)
+          let slice = UInt64.random(in: 300_000...3_000_000, using: &generator)
+          _ = Bool.random(using: &generator) ? Self.recurse(depth, slice) : Self.otherRecurse(depth, slice)
+        }
       }
-      let result = session.stop()
-      let mine = result.samples.filter { $0.threadID == me }
       #expect(mine.count >= 20, "only \(mine.count) samples")
       #expect(Set(mine.map { $0.frames.count }).count >= 2, "the stacks did not change between samples")
       #expect(CPerfSampler_fastSamples() > 0, "the fast path never ran")
@@ -370,13 +377,9 @@ extension ProcessWideRecording {
     /// at addresses never met before then take rules no frame of theirs was learned from,
     /// and their stacks must still come out exactly as libunwind sees them.
     @Test func rulesGivenToWholeRowsMatchLibunwind() throws {
-      CPerfSampler_setUnwinder(2)  // verify
-      defer { CPerfSampler_setUnwinder(-1) }
-      let session = try SamplingSession.start(SamplerConfiguration())
-      let me = CPerfSampler_gettid()
-      _ = Self.variedLibraryWork(25, 400_000_000)
-      let result = session.stop()
-      let mine = result.samples.filter { $0.threadID == me }
+      let mine = try Self.verifiedSamples {
+        _ = Self.variedLibraryWork(25, 400_000_000)
+      }
       #expect(mine.count >= 40, "only \(mine.count) samples")
       #expect(CPerfSampler_rangeRules() > 0, "no row's range got a rule")
       #expect(
@@ -387,13 +390,7 @@ extension ProcessWideRecording {
     /// Samples `work` in verify mode: this thread's samples, some finished from the thread's
     /// last walk, all as libunwind sees them.
     static func expectRejoinedStacksMatchLibunwind(_ work: () -> Void) throws {
-      CPerfSampler_setUnwinder(2)  // verify
-      defer { CPerfSampler_setUnwinder(-1) }
-      let session = try SamplingSession.start(SamplerConfiguration())
-      let me = CPerfSampler_gettid()
-      work()
-      let result = session.stop()
-      let mine = result.samples.filter { $0.threadID == me }
+      let mine = try Self.verifiedSamples(of: work)
       #expect(mine.count >= 20, "only \(mine.count) samples")
       #expect(CPerfSampler_rejoinedSamples() > 0, "no sample was finished from the last walk")
       #expect(
@@ -427,13 +424,7 @@ extension ProcessWideRecording {
     /// Samples `work` (at least 40 of this thread's samples) in verify mode: at least 90 %
     /// take the fast path (deferred ones included), and every stack is libunwind's.
     static func expectFastPathWithLibunwindStacks(_ work: () -> Void) throws {
-      CPerfSampler_setUnwinder(2)  // verify
-      defer { CPerfSampler_setUnwinder(-1) }
-      let session = try SamplingSession.start(SamplerConfiguration())
-      let me = CPerfSampler_gettid()
-      work()
-      let result = session.stop()
-      let mine = result.samples.filter { $0.threadID == me }
+      let mine = try Self.verifiedSamples(of: work)
       #expect(mine.count >= 40, "only \(mine.count) samples")
       #expect(
         CPerfSampler_unwinderMismatches() == 0,
@@ -468,13 +459,9 @@ extension ProcessWideRecording {
     /// The fast unwinder (per-PC rules applied to the interrupted stack) must produce the
     /// same stacks as unw_backtrace: verify mode computes both for every sample.
     @Test func fastUnwinderMatchesLibunwindOnDeepRecursion() throws {
-      CPerfSampler_setUnwinder(2)  // verify
-      defer { CPerfSampler_setUnwinder(-1) }
-      let session = try SamplingSession.start(SamplerConfiguration())
-      let me = CPerfSampler_gettid()
-      _ = Self.recurse(150, 300_000_000)
-      let result = session.stop()
-      let mine = result.samples.filter { $0.threadID == me }
+      let mine = try Self.verifiedSamples {
+        _ = Self.recurse(150, 300_000_000)
+      }
       #expect(!mine.isEmpty)
       #expect(CPerfSampler_fastSamples() > 0, "the fast path never ran")
       #expect(
