@@ -578,8 +578,9 @@ static void stackCacheStore(uintptr_t *frame, uint32_t stackId, uintptr_t (*read
 // MARK: - Swift object recognition
 
 #define MAX_OBJECT_SITES 16
-static uintptr_t g_slowAllocStart, g_slowAllocEnd;
-static uintptr_t g_objectSites[MAX_OBJECT_SITES];
+static uintptr_t g_slowAllocStart, g_slowAllocLength;
+// Zero after the last site; swift_allocObject's own site, the usual one, first.
+static uintptr_t g_objectSites[MAX_OBJECT_SITES + 1];
 static uint32_t g_objectSiteCount;
 static bool g_sitesLookedUp;
 
@@ -616,7 +617,7 @@ static void lookUpObjectSites(void) {
   void *slowAlloc = dlsym(RTLD_DEFAULT, "swift_slowAlloc");
   if (!slowAlloc) return;
   g_slowAllocStart = (uintptr_t)slowAlloc;
-  g_slowAllocEnd = g_slowAllocStart + symbolSize(slowAlloc, 128);
+  g_slowAllocLength = symbolSize(slowAlloc, 128);
   static const char *const names[] = {"swift_allocObject", "swift_bufferAllocate", "swift_allocBox"};
   for (size_t n = 0; n < sizeof(names) / sizeof(names[0]); n++) {
     void *function = dlsym(RTLD_DEFAULT, names[n]);
@@ -630,12 +631,13 @@ static void lookUpObjectSites(void) {
 // The hook's frame at `frame` holds callerFrame (the allocating function's saved frame
 // pointer) and ret (its return address).
 static inline bool isObjectAt(uintptr_t ret, uintptr_t callerFrame, uintptr_t frame) {
-  if (LIKELY(ret - g_slowAllocStart >= g_slowAllocEnd - g_slowAllocStart)) return false;
+  if (LIKELY(ret - g_slowAllocStart >= g_slowAllocLength)) return false;
   // swift_slowAlloc keeps a frame pointer: its saved return address is the site.
   if (callerFrame <= frame || (callerFrame & 7)) return false;
   uintptr_t site = ((uintptr_t *)callerFrame)[1];
-  for (uint32_t k = 0; k < g_objectSiteCount; k++) {
-    if (g_objectSites[k] == site) return true;
+  // Most objects come from the first site: it costs one compare, with no count to load.
+  for (const uintptr_t *known = g_objectSites; *known; known++) {
+    if (*known == site) return true;
   }
   return false;
 }
