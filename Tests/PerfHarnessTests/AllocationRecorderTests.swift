@@ -35,6 +35,7 @@ final class AllocProbeGeneric<T> {
 final class AllocProbeHandedOver { var value = 0 }
 final class AllocProbeHandedKept { var value = 0 }
 final class AllocProbeCrowd { var value = 0 }
+final class AllocProbeCaptured { var value = 0 }
 
 /// What one test thread hands to another: objects, and C blocks by address.
 final class HandOff: @unchecked Sendable {
@@ -112,6 +113,31 @@ extension ProcessWideRecording {
       #expect(filtered.allSatisfy { $0.name.lowercased().contains("allocprobe") })
       // Sorted by persistent bytes.
       #expect(report.categories.map(\.persistentBytes) == report.categories.map(\.persistentBytes).sorted(by: >))
+    }
+
+    /// A closure's context is named by what it captures, read from its capture descriptor,
+    /// and counted like any type.
+    @Test func closureContextsNameWhatTheyCapture() throws {
+      let recorder = try AllocationRecorder.start(mode: .countsOnly)
+      var kept: [() -> Int] = []
+      var dropped: [() -> Int] = []
+      for index in 0..<50 {
+        let closure = Self.capturing(AllocProbeCaptured(), index)
+        if index < 30 { kept.append(closure) } else { dropped.append(closure) }
+      }
+      dropped.removeAll()
+      let recording = recorder.stop()
+      withExtendedLifetime(kept) {}
+      let report = Self.report(recording)
+      let contexts = report.categories(matching: "AllocProbeCaptured").filter { $0.kind == "closureContext" }
+      #expect(contexts.map(\.name) == ["closure context (captures: PerfHarnessTests.AllocProbeCaptured, Swift.Int)"])
+      #expect(contexts.first?.persistentCount == 30)
+      #expect(contexts.first?.transientCount == 20)
+      #expect(report.categories(under: "closure context").contains { $0.name == contexts.first?.name })
+    }
+
+    @inline(never) static func capturing(_ probe: AllocProbeCaptured, _ index: Int) -> () -> Int {
+      { probe.value + index }
     }
 
     /// The harness's own objects made while recording (the recorder, step timings, marks)

@@ -84,4 +84,42 @@ struct ThresholdsTests {
     #expect(merged.maxPersistent == ["A": 1, "B": 5])
     #expect(merged.maxCycles == 0)
   }
+
+  @Test("a max-persistent type also covers the categories that add parentheses to its name")
+  func persistentLimitCoversAFamily() throws {
+    var report = Report.crashed(
+      scenario: "sample", variant: "starter", iterations: 1, instruments: [.allocations], error: "",
+      wallTimeMilliseconds: 1, crash: CrashInfo(signal: nil, timedOut: false, stack: [], standardErrorTail: []))
+    let counts = [
+      ("closure context (captures: App.Screen)", 3, 1), ("closure context (captures: Swift.Int)", 2, 5),
+      ("closure contexts", 7, 0), ("App.Screen", 1, 0),
+    ]
+    report.allocations = AllocationsReport(
+      mode: "countsOnly", durationMilliseconds: 1,
+      totals: .init(
+        totalAllocations: 19, totalBytes: 608, persistentCount: 13, persistentBytes: 416, transientCount: 6,
+        transientBytes: 192, peakLiveBytes: 608, liveBytesAtEnd: 416),
+      categories: counts.map { name, persistent, transient in
+        .init(
+          name: name, kind: "closureContext", isApp: false, persistentCount: persistent, transientCount: transient,
+          totalCount: persistent + transient, persistentBytes: 32 * persistent,
+          totalBytes: 32 * (persistent + transient))
+      },
+      generations: [], timeline: [], lost: .init(blocks: 0, stacks: 0, freedCategories: 0, timelinePoints: 0),
+      overhead: .init(blockTableBytes: 0, stackTableBytes: 0, bytesPerLiveBlock: 0))
+    var thresholds = Thresholds()
+    thresholds.maxPersistent = ["closure context": 4, "App.Screen": 1, "App": 0]
+    let checks = ThresholdCheck.evaluate(thresholds, on: report)
+    let closures = try #require(checks.first { $0.name == "max-persistent closure context" })
+    // 3 + 2: "closure contexts" is another name, not one of the family.
+    #expect(closures.actual == 5)
+    #expect(!closures.passed)
+    #expect(
+      closures.detail
+        == "5 persistent, 6 transient; closure context (captures: App.Screen) 3, closure context (captures: Swift.Int) 2"
+    )
+    #expect(checks.first { $0.name == "max-persistent App.Screen" }?.actual == 1)
+    // A module name is not a family of its types.
+    #expect(checks.first { $0.name == "max-persistent App" }?.actual == 0)
+  }
 }

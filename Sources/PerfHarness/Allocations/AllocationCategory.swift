@@ -58,6 +58,8 @@ struct AllocationCategory: Hashable, Sendable {
   var isApp = false
 
   static let overflow = AllocationCategory(name: "Malloc (uncategorized)", kind: .malloc)
+  /// Every closure context's name starts so; what it captures follows in parentheses.
+  static let closureContextName = "closure context"
 
   /// "Malloc 16 Bytes", "Malloc 32 Bytes", ... "Malloc 512 Bytes", "Malloc 1.00 KiB",
   /// ..., "Malloc 1.00 MiB", ...: the class's upper bound (blocks of (bound/2, bound]
@@ -141,7 +143,7 @@ struct SwiftMetadataNamer {
         && !ProfileBuilder.harnessModules.contains(module)
       return AllocationCategory(name: name, kind: .swiftClass, isApp: isApp)
     case 0x400:
-      return AllocationCategory(name: "closure context", kind: .closureContext)
+      return AllocationCategory(name: closureContextName(metadata), kind: .closureContext)
     case 0x500:
       return AllocationCategory(name: "Swift box", kind: .swiftBox)
     case 0x501:
@@ -153,6 +155,20 @@ struct SwiftMetadataNamer {
     default:
       return unknown
     }
+  }
+
+  /// "closure context (captures: A, B)" when its capture descriptor names the captured
+  /// types, else "closure context". The compiler emits a context's metadata and its
+  /// descriptor as static data of an image: a word that merely looks like such metadata
+  /// fails here, before the runtime would be asked to resolve names it points to.
+  private func closureContextName(_ metadata: UInt) -> String {
+    let plain = AllocationCategory.closureContextName
+    guard isReadable(metadata, 24), Self.contains(images, metadata) else { return plain }
+    let descriptor = load(metadata + 16)
+    guard isReadable(descriptor, 12, alignment: 4), Self.contains(images, descriptor) else { return plain }
+    var reader = ClosureCaptureReader()
+    guard let captures = reader.captures(ofContextMetadata: metadata), !captures.isEmpty else { return plain }
+    return plain + " (captures: " + captures.map { $0.typeName ?? "?" }.joined(separator: ", ") + ")"
   }
 
   /// Private types print as "(unknown context at $7f…)": the address moves with ASLR, so

@@ -32,8 +32,9 @@ public struct AllocationsReport: Codable, Sendable, Equatable {
   }
 
   public struct Category: Codable, Sendable, Equatable {
-    /// Module-qualified Swift type, "closure context", "Swift box", or
-    /// "Malloc <size class>" (power-of-two classes named by their upper bound).
+    /// Module-qualified Swift type, "closure context (captures: A, B)" (or "closure
+    /// context" when its captures cannot be read), "Swift box", or "Malloc <size class>"
+    /// (power-of-two classes named by their upper bound).
     public var name: String
     /// "swiftClass", "closureContext", "swiftBox", "unknownSwiftObject", "malloc".
     public var kind: String
@@ -113,5 +114,11 @@ public struct AllocationsReport: Codable, Sendable, Equatable {
   /// The category with exactly this name, if any.
   public func category(named name: String) -> Category? {
     categories.first { $0.name == name }
+  }
+
+  /// The category with this name and those that only add parentheses to it: "closure
+  /// context" stands for every "closure context (captures: …)".
+  public func categories(under name: String) -> [Category] {
+    categories.filter { $0.name == name || $0.name.hasPrefix(name + " (") }
   }
 }

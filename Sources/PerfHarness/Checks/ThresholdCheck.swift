@@ -30,13 +30,20 @@ public enum ThresholdCheck {
         results.append(unmeasured("max-persistent \(type)", limit: Double(limit), needs: "the allocations instrument"))
         continue
       }
-      let category = allocations.category(named: type)
-      let actual = category?.persistentCount ?? 0
+      let matched = allocations.categories(under: type)
+      let actual = matched.reduce(0) { $0 + $1.persistentCount }
+      let transient = matched.reduce(0) { $0 + $1.transientCount }
+      // Which of a family persist ("closure context (captures: …)"), heaviest first.
+      let persisting = matched.filter { $0.persistentCount > 0 && $0.name != type }
+        .sorted { $0.persistentCount > $1.persistentCount }.prefix(3)
+        .map { "\($0.name) \($0.persistentCount)" }
       results.append(
         CheckResult(
           name: "max-persistent \(type)", limit: Double(limit), actual: Double(actual), passed: actual <= limit,
-          detail: category.map { "\($0.persistentCount) persistent, \($0.transientCount) transient" }
-            ?? "no instance was allocated while recording"))
+          detail: matched.isEmpty
+            ? "no instance was allocated while recording"
+            : "\(actual) persistent, \(transient) transient"
+              + (persisting.isEmpty ? "" : "; " + persisting.joined(separator: ", "))))
     }
 
     if let limit = thresholds.maxPeakHeap {

@@ -135,7 +135,6 @@ enum LeakAnalysis {
     // Categories per node (interned).
     var categoryIndex: [AllocationCategoryKey: UInt32] = [:]
     var categories: [AllocationCategory] = []
-    var captureReader = ClosureCaptureReader()
     var nodeCategory = [UInt32](repeating: 0, count: nodeCount)
     for node in 0..<nodeCount {
       let key = block(node).categoryKey
@@ -143,14 +142,8 @@ enum LeakAnalysis {
         nodeCategory[node] = known
       } else {
         let index = UInt32(categories.count)
-        var category = recording.category(for: key)
-        if category.kind == .closureContext,
-          let captures = captureReader.captures(ofContextMetadata: block(node).metadata),
-          !captures.isEmpty
-        {
-          category.name += " (captures: " + captures.map { $0.typeName ?? "?" }.joined(separator: ", ") + ")"
-        }
-        categories.append(category)
+        // A closure context's name already lists what it captures.
+        categories.append(recording.category(for: key))
         categoryIndex[key] = index
         nodeCategory[node] = index
       }
@@ -329,7 +322,7 @@ enum LeakAnalysis {
     let indirectLeaks = aggregate(indirectTallies, withStacks: false)
 
     // Cycles, aggregated by signature.
-    var namer = EdgeNamer(fieldReader: fieldReader, captureReader: captureReader)
+    var namer = EdgeNamer(fieldReader: fieldReader, captureReader: ClosureCaptureReader())
     var cycleIndexBySignature: [String: Int] = [:]
     var cycles: [LeaksReport.Cycle] = []
     for path in cyclePaths {

@@ -109,7 +109,8 @@ public struct LeaksReport: Codable, Sendable, Equatable {
   }
 
   public struct RootLeak: Codable, Sendable, Equatable {
-    /// Module-qualified Swift type, "closure context", or "Malloc <size class>".
+    /// Module-qualified Swift type, "closure context (captures: A, B)", or "Malloc <size
+    /// class>".
     public var type: String
     public var bytes: Int
     public var count: Int

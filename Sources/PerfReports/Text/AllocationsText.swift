@@ -22,16 +22,16 @@ public enum AllocationsText {
       lines.append("  Categories matching '\(filter)':")
     }
     let shown = categories.prefix(categoryLimit)
-    let width = min(60, max(8, shown.map(\.name.count).max() ?? 8))
+    // The name comes last and whole: a closure context's captured types, at the end of a
+    // long name, are what tells one closure from another.
     lines.append(
-      "    " + pad("Category", width) + leftPad("# Persistent", 14) + leftPad("# Transient", 13)
-        + leftPad("Persistent", 12) + leftPad("Total", 12))
+      "    " + leftPad("# Persistent", 12) + leftPad("# Transient", 13) + leftPad("Persistent", 12)
+        + leftPad("Total", 12) + "  Category")
     for category in shown {
-      let name = category.name.count > width ? String(category.name.prefix(width - 1)) + "…" : category.name
       lines.append(
-        "    " + pad(name, width) + leftPad(String(category.persistentCount), 14)
-          + leftPad(String(category.transientCount), 13) + leftPad(formatBytes(category.persistentBytes), 12)
-          + leftPad(formatBytes(category.totalBytes), 12))
+        "    " + leftPad(String(category.persistentCount), 12) + leftPad(String(category.transientCount), 13)
+          + leftPad(formatBytes(category.persistentBytes), 12) + leftPad(formatBytes(category.totalBytes), 12) + "  "
+          + category.name)
     }
     if categories.count > shown.count {
       lines.append("    … \(categories.count - shown.count) more categories")
