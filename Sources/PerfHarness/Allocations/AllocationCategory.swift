@@ -168,7 +168,11 @@ struct SwiftMetadataNamer {
     guard isReadable(descriptor, 12, alignment: 4), Self.contains(images, descriptor) else { return plain }
     var reader = ClosureCaptureReader()
     guard let captures = reader.captures(ofContextMetadata: metadata), !captures.isEmpty else { return plain }
-    return plain + " (captures: " + captures.map { $0.typeName ?? "?" }.joined(separator: ", ") + ")"
+    // A generic capture cannot be resolved from the metadata alone, nor anything after it:
+    // "…" says the list goes on.
+    let declared = Int(UnsafeRawPointer(bitPattern: descriptor)!.load(as: UInt32.self))
+    let names = captures.map { $0.typeName ?? "?" } + (captures.count < declared ? ["…"] : [])
+    return plain + " (captures: " + names.joined(separator: ", ") + ")"
   }
 
   /// Private types print as "(unknown context at $7f…)": the address moves with ASLR, so
