@@ -1,4 +1,5 @@
 import Foundation
+import PerfHarness
 
 /// Runs a built executable of this package, as a user would from the shell.
 struct BuiltBinary {
@@ -50,6 +51,19 @@ struct BuiltBinary {
     return Result(
       status: process.terminationStatus, standardOutput: String(decoding: outData, as: UTF8.self),
       standardError: String(decoding: errData, as: UTF8.self))
+  }
+}
+
+extension BuiltBinary {
+  /// Runs one starter scenario with the Time Profiler and Allocations into a temporary
+  /// folder; the report is the one written there.
+  func runScenario(_ scenario: String, _ extra: [String] = []) throws -> (Result, Report) {
+    let directory = try temporaryDirectory()
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let result = try run(
+      ["scenario", scenario, "--instruments", "time,allocations", "--output", directory.path] + extra)
+    let file = directory.appendingPathComponent("\(scenario)/starter/report.json")
+    return (result, try JSONDecoder().decode(Report.self, from: Data(contentsOf: file)))
   }
 }
 

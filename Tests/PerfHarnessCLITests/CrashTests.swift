@@ -8,13 +8,7 @@ struct CrashTests {
   let fixtures = try! BuiltBinary("perfharness-fixtures")
 
   private func run(_ scenario: String, _ extra: [String] = []) throws -> (BuiltBinary.Result, Report) {
-    let directory = try temporaryDirectory()
-    defer { try? FileManager.default.removeItem(at: directory) }
-    let result = try fixtures.run(
-      ["scenario", scenario, "--instruments", "time,allocations", "--output", directory.path] + extra)
-    let file = directory.appendingPathComponent("\(scenario)/starter/report.json")
-    let report = try JSONDecoder().decode(Report.self, from: Data(contentsOf: file))
-    return (result, report)
+    try fixtures.runScenario(scenario, extra)
   }
 
   /// What every crashing fixture records before it crashes (`recordBeforeTheCrash`).

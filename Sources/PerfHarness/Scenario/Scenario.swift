@@ -1,3 +1,5 @@
+import Foundation
+
 /// A repeatable piece of app usage that the instruments record, like a recorded Instruments
 /// session: search, scroll, drill in and back.
 ///
@@ -34,6 +36,20 @@ public struct Scenario: Sendable {
     self.body = body
   }
 
+  public typealias AsyncBody = @MainActor @Sendable (ScenarioContext) async throws -> Void
+
+  /// A scenario whose body awaits (Swift concurrency). It runs as a task on the main actor
+  /// while the main thread spins its run loop, so main-actor jobs, the main queue and the
+  /// cooperative pool's threads run as in an app; the run ends when the task does.
+  public init(
+    _ name: String, summary: String, variants: [ScenarioVariant] = [.starter, .fixed],
+    defaultIterations: Int = 5, body: @escaping AsyncBody
+  ) {
+    self.init(name, summary: summary, variants: variants, defaultIterations: defaultIterations) { context in
+      try MainThreadTask.runToCompletion { try await body(context) }
+    }
+  }
+
   static func isValidName(_ name: String) -> Bool {
     !name.isEmpty && name.utf8.allSatisfy { (0x61...0x7a).contains($0) || (0x30...0x39).contains($0) || $0 == 0x2d }
   }
@@ -50,4 +66,26 @@ public struct ScenarioVariant: RawRepresentable, Hashable, Sendable, Codable, Cu
   public static let fixed = ScenarioVariant(rawValue: "fixed")
 
   public var description: String { rawValue }
+}
+
+/// Runs an async body from the synchronous main thread: a scenario's body is called there,
+/// outside any task.
+@MainActor
+enum MainThreadTask {
+  private final class Outcome: @unchecked Sendable {
+    // Written and read on the main thread only: by the task (main actor) and the loop.
+    var finished = false
+    var error: (any Error)?
+  }
+
+  static func runToCompletion(_ body: @escaping @MainActor @Sendable () async throws -> Void) throws {
+    let outcome = Outcome()
+    Task { @MainActor in
+      do { try await body() } catch { outcome.error = error }
+      outcome.finished = true
+    }
+    // Main-actor jobs reach the main queue, which the main run loop drains.
+    while !outcome.finished { _ = RunLoop.main.run(mode: .default, before: Date(timeIntervalSinceNow: 0.05)) }
+    if let error = outcome.error { throw error }
+  }
 }

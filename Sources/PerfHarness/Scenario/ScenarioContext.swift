@@ -19,11 +19,22 @@ public final class ScenarioContext {
   @discardableResult
   public func step<Result>(_ name: String, _ body: () throws -> Result) rethrows -> Result {
     let start = ContinuousClock.now
-    defer {
-      let timing = StepTiming(name: name, duration: ContinuousClock.now - start)
-      AllocationRecorder.ignoringAllocations { steps.append(timing) }
-    }
+    defer { recordStep(name, since: start) }
     return try body()
+  }
+
+  /// Runs one named step that awaits and records its wall time, suspensions included (the
+  /// user waits through them too).
+  @discardableResult
+  public func step<Result>(_ name: String, _ body: @MainActor () async throws -> Result) async rethrows -> Result {
+    let start = ContinuousClock.now
+    defer { recordStep(name, since: start) }
+    return try await body()
+  }
+
+  private func recordStep(_ name: String, since start: ContinuousClock.Instant) {
+    let timing = StepTiming(name: name, duration: ContinuousClock.now - start)
+    AllocationRecorder.ignoringAllocations { steps.append(timing) }
   }
 
   /// Marks a generation, like Instruments' Mark Generation button: memory allocated from

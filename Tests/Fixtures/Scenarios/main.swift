@@ -36,6 +36,16 @@ func recordBeforeTheCrash(_ context: ScenarioContext) {
   context.markGeneration("before the crash")
 }
 
+/// Made by the async fixture's child tasks, on the cooperative pool's threads.
+final class AsyncFixtureObject: Sendable {
+  let payload = 7
+}
+
+nonisolated(unsafe) var asyncSurvivors: [AsyncFixtureObject] = []
+
+/// How many AsyncFixtureObjects each of the async fixture's child tasks makes.
+let asyncObjectsPerTask = 25
+
 @inline(never)
 func crashWithFatalError() -> Never {
   fatalError("the fixture crashed on purpose")
@@ -79,6 +89,28 @@ let scenarios = [
     spinForever()
   },
   Scenario("throws", summary: "throws an error", variants: [.starter], defaultIterations: 1) { _ in
+    throw ScenarioFailure()
+  },
+  Scenario("async-work", summary: "awaits a sleep and a task group", variants: [.starter], defaultIterations: 4) {
+    context in
+    try await Task.sleep(for: .milliseconds(20))
+    let made = await context.step("task group") {
+      await withTaskGroup(of: [AsyncFixtureObject].self) { group in
+        for _ in 0..<context.iterations {
+          group.addTask { (0..<asyncObjectsPerTask).map { _ in AsyncFixtureObject() } }
+        }
+        var all: [AsyncFixtureObject] = []
+        for await part in group { all += part }
+        return all
+      }
+    }
+    // Back on the main thread after the awaits, as main-actor code is in an app.
+    dispatchPrecondition(condition: .onQueue(.main))
+    asyncSurvivors = made
+    context.markGeneration("after the group")
+  },
+  Scenario("async-throws", summary: "throws after an await", variants: [.starter], defaultIterations: 1) { _ in
+    try await Task.sleep(for: .milliseconds(5))
     throw ScenarioFailure()
   },
   Scenario("completes", summary: "does a little work", variants: [.starter], defaultIterations: 1) { context in
