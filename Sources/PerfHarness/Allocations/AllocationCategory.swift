@@ -164,13 +164,13 @@ struct SwiftMetadataNamer {
   private func closureContextName(_ metadata: UInt) -> String {
     let plain = AllocationCategory.closureContextName
     guard isReadable(metadata, 24), Self.contains(images, metadata) else { return plain }
-    let descriptor = load(metadata + 16)
+    let descriptor = ClosureCaptureReader.descriptorAddress(ofContextMetadata: metadata)
     guard isReadable(descriptor, 12, alignment: 4), Self.contains(images, descriptor) else { return plain }
     var reader = ClosureCaptureReader()
     guard let captures = reader.captures(ofContextMetadata: metadata), !captures.isEmpty else { return plain }
     // A generic capture cannot be resolved from the metadata alone, nor anything after it:
     // "…" says the list goes on.
-    let declared = Int(UnsafeRawPointer(bitPattern: descriptor)!.load(as: UInt32.self))
+    let declared = ClosureCaptureReader.declaredCount(ofDescriptor: descriptor)
     let names = captures.map { $0.typeName ?? "?" } + (captures.count < declared ? ["…"] : [])
     return plain + " (captures: " + names.joined(separator: ", ") + ")"
   }

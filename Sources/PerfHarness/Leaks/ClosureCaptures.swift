@@ -28,13 +28,23 @@ struct ClosureCaptureReader {
     return result
   }
 
+  /// The context's capture descriptor: the compiler's static data, named at metadata+16.
+  static func descriptorAddress(ofContextMetadata metadata: UInt) -> UInt {
+    UnsafeRawPointer(bitPattern: metadata)!.load(fromByteOffset: 16, as: UInt.self)
+  }
+
+  /// How many captures the descriptor declares; `captures` stops short of it at the first
+  /// generic one.
+  static func declaredCount(ofDescriptor descriptor: UInt) -> Int {
+    Int(UnsafeRawPointer(bitPattern: descriptor)!.load(as: UInt32.self))
+  }
+
   private static func read(_ metadata: UInt) -> [ClosureCapture]? {
     guard let raw = UnsafeRawPointer(bitPattern: metadata), raw.load(as: UInt.self) == 0x400 else { return nil }
     let firstOffset = Int(raw.load(fromByteOffset: 8, as: UInt32.self))
-    guard let descriptor = UnsafeRawPointer(bitPattern: raw.load(fromByteOffset: 16, as: UInt.self)) else {
-      return nil
-    }
-    let captureCount = Int(descriptor.load(as: UInt32.self))
+    let descriptorAddress = descriptorAddress(ofContextMetadata: metadata)
+    guard let descriptor = UnsafeRawPointer(bitPattern: descriptorAddress) else { return nil }
+    let captureCount = declaredCount(ofDescriptor: descriptorAddress)
     let bindingCount = Int(descriptor.load(fromByteOffset: 8, as: UInt32.self))
     guard captureCount < 256, bindingCount < 256 else { return nil }
     var offset = firstOffset + bindingCount * MemoryLayout<UInt>.size
