@@ -8,10 +8,10 @@ struct CompareCommand: ParsableCommand {
     commandName: "compare",
     abstract: "Compare a report with a stored baseline; exit 2 when a figure grew beyond the tolerance.",
     discussion: """
-      Gated: peak heap, persistent bytes and blocks, total allocations, the largest \
-      generation growth after the first, # Persistent of each Swift type, leaked bytes and \
-      retain cycles. Wall, sampled and step times are shown, and gated only with \
-      --time-tolerance.
+      Gated: persistent bytes and blocks, total allocations, the largest generation growth \
+      after the first, # Persistent of each Swift type, leaked bytes and retain cycles. Wall, \
+      sampled and step times are shown, and gated only with --time-tolerance; the peak heap \
+      is shown, and gated only with --peak-tolerance.
       """)
 
   @Argument(help: ArgumentHelp("The baseline report.json.", valueName: "base.json"))

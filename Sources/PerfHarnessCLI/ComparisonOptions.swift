@@ -17,12 +17,21 @@ struct ComparisonOptions: ParsableArguments {
   var timeTolerance: Double?
 
   @Option(
+    name: .customLong("peak-tolerance"),
+    help: ArgumentHelp(
+      "Gate the peak heap too: it may grow by this many percent (default: shown, not gated, since it moves with how background work is scheduled).",
+      valueName: "percent"))
+  var peakTolerance: Double?
+
+  @Option(
     name: .customLong("min-increase"),
     help: ArgumentHelp("Byte figures never fail for an increase up to this size (e.g. 4KB).", valueName: "size"))
   var minIncrease: String = "4KiB"
 
   func tolerances() throws -> ComparisonTolerances {
-    for (flag, value) in [("--tolerance", tolerance), ("--time-tolerance", timeTolerance)] {
+    for (flag, value) in [
+      ("--tolerance", tolerance), ("--time-tolerance", timeTolerance), ("--peak-tolerance", peakTolerance),
+    ] {
       if let value, !(value.isFinite && value >= 0) {
         throw ValidationError("\(flag) '\(value)' is not a percentage; accepted: a number >= 0 (e.g. 10 or 2.5)")
       }
@@ -30,7 +39,8 @@ struct ComparisonOptions: ParsableArguments {
     guard let minimum = ByteSize(parsing: minIncrease) else {
       throw ValidationError("--min-increase '\(minIncrease)' is not a size; accepted: \(ByteSize.acceptedForms)")
     }
-    return ComparisonTolerances(percent: tolerance, timePercent: timeTolerance, minimumBytes: minimum.bytes)
+    return ComparisonTolerances(
+      percent: tolerance, timePercent: timeTolerance, peakPercent: peakTolerance, minimumBytes: minimum.bytes)
   }
 }
 

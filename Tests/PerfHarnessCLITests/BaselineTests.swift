@@ -80,6 +80,7 @@ struct BaselineTests {
     arguments: [
       (["compare", "/nonexistent/base.json", "/nonexistent/new.json"], Int32(1), "cannot read the report"),
       (["compare", "a.json", "b.json", "--tolerance=-5"], Int32(64), "accepted: a number >= 0"),
+      (["compare", "a.json", "b.json", "--peak-tolerance", "nan"], Int32(64), "--peak-tolerance 'nan'"),
       (["compare", "a.json", "b.json", "--min-increase", "lots"], Int32(64), "accepted: a number followed by"),
       (
         ["scenario", "closure-retain-cycles", "--baseline", "/nonexistent"], Int32(64),
@@ -101,7 +102,8 @@ struct BaselineTests {
     let result = try perfharness.run(["scenario", "search-drill-downs", "--baseline", file])
     #expect(result.status == 64)
     #expect(result.standardError.contains("is a report of closure-retain-cycles"), "\(result.standardError)")
-    let compare = try perfharness.run(["compare", file, file, "--time-tolerance", "0"])
-    #expect(compare.status == 0, "a report equals itself, times included")
+    let compare = try perfharness.run(["compare", file, file, "--time-tolerance", "0", "--peak-tolerance", "0"])
+    #expect(compare.status == 0, "a report equals itself, times and peak included")
+    #expect(compare.standardOutput.contains("ok   peak heap"), "\(compare.standardOutput)")
   }
 }

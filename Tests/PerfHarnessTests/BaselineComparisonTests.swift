@@ -56,7 +56,7 @@ struct BaselineComparisonTests {
       report(types: ["App.Screen": 1], leakedBytes: 0), with: report(types: ["App.Screen": 1], leakedBytes: 0),
       baselinePath: "base.json")
     #expect(comparison.passed)
-    #expect(comparison.rows.contains { $0.metric == "peak heap" && $0.limitPercent == 10 })
+    #expect(comparison.rows.contains { $0.metric == "persistent bytes" && $0.limitPercent == 10 })
     #expect(!comparison.rows.contains { $0.metric.hasPrefix("# Persistent") }, "unchanged types get no row")
   }
 
@@ -122,10 +122,29 @@ struct BaselineComparisonTests {
   func missingMeasurement() throws {
     let comparison = BaselineComparison.compare(
       report(allocations: false), with: report(), baselinePath: "base.json")
-    let peak = try row(comparison, "peak heap")
-    #expect(!peak.passed)
-    #expect(peak.detail == "not measured in this run")
+    let persistent = try row(comparison, "persistent bytes")
+    #expect(!persistent.passed)
+    #expect(persistent.detail == "not measured in this run")
     #expect(!comparison.passed)
+  }
+
+  @Test("the peak heap is shown, and gated only with a peak tolerance")
+  func peakHeap() throws {
+    // 3.63 -> 4.66 MB: two runs of one unchanged program whose background work piled up differently.
+    let higher = report(peak: 4_658_000)
+    let informational = BaselineComparison.compare(higher, with: report(peak: 3_633_000), baselinePath: "b")
+    let peak = try row(informational, "peak heap")
+    #expect(peak.passed && peak.limitPercent == nil)
+    #expect(abs((peak.changePercent ?? 0) - 28.21) < 0.01)
+    #expect(informational.passed && informational.peakTolerancePercent == nil)
+
+    let gated = BaselineComparison.compare(
+      higher, with: report(peak: 3_633_000), baselinePath: "b", tolerances: .init(peakPercent: 25))
+    #expect(try !row(gated, "peak heap").passed)
+    #expect(!gated.passed && gated.peakTolerancePercent == 25)
+    let within = BaselineComparison.compare(
+      higher, with: report(peak: 3_633_000), baselinePath: "b", tolerances: .init(peakPercent: 30))
+    #expect(within.passed)
   }
 
   @Test("times are shown, and gated only with a time tolerance")

@@ -203,12 +203,12 @@ extension HTMLReport {
         return esc(typeof value === 'object' ? JSON.stringify(value) : value);
       }
       var known = { passed: 'Result', baseline: 'Baseline', baselineScenario: 'Baseline run',
-        tolerancePercent: 'Tolerance', timeTolerancePercent: 'Time tolerance', minimumBytes: 'Ignored growth', minimumCount: 'Ignored blocks' };
+        tolerancePercent: 'Tolerance', timeTolerancePercent: 'Time tolerance', peakTolerancePercent: 'Peak heap tolerance', minimumBytes: 'Ignored growth', minimumCount: 'Ignored blocks' };
       var pairs = Object.keys(known).filter(function (k) { return k in c || k === 'passed' || k === 'baseline'; })
         .map(function (k) {
           var v = c[k];
           if (/Percent$/.test(k)) {
-            return [known[k], isNum(v) ? fixed(v, 1) + '%' : k === 'timeTolerancePercent' ? 'times not gated' : '—'];
+            return [known[k], isNum(v) ? fixed(v, 1) + '%' : k === 'timeTolerancePercent' ? 'times not gated' : k === 'peakTolerancePercent' ? 'peak heap not gated' : '—'];
           }
           if (k === 'minimumBytes' && isNum(v)) return [known[k], 'up to ' + bytes(v)];
           if (k === 'minimumCount' && isNum(v)) return [known[k], 'up to ' + v];

@@ -6,10 +6,11 @@ public enum ComparisonText {
   public static func render(_ comparison: BaselineComparison) -> String {
     let failed = comparison.rows.filter { !$0.passed }.count
     let timeGate = comparison.timeTolerancePercent.map { "times +\(percent($0))" } ?? "times not gated"
+    let peakGate = comparison.peakTolerancePercent.map { "peak heap +\(percent($0))" } ?? "peak heap not gated"
     var lines = [
       "  Baseline \(comparison.baselineScenario) (\(comparison.baseline)): "
         + (comparison.passed ? "no regression" : "\(failed) regressed")
-        + " [tolerance +\(percent(comparison.tolerancePercent)), bytes beyond \(formatBytes(comparison.minimumBytes)), counts beyond \(comparison.minimumCount), \(timeGate)]"
+        + " [tolerance +\(percent(comparison.tolerancePercent)), bytes beyond \(formatBytes(comparison.minimumBytes)), counts beyond \(comparison.minimumCount), \(timeGate), \(peakGate)]"
     ]
     guard !comparison.rows.isEmpty else { return lines.joined(separator: "\n") + "\n" }
     let width = min(56, comparison.rows.map(\.metric.count).max() ?? 10)
