@@ -15,6 +15,9 @@ extension ScenarioProcess {
   /// How long the harness waits after the stop signal before SIGKILL: the report wait,
   /// then the backtracer's symbolication.
   static let stopGraceSeconds = 20
+  /// How long the harness reads the child's stderr after the child ended, while another
+  /// process still holds it open.
+  static let standardErrorDrainSeconds = 5
 }
 
 /// The child's half of crash survival: while the scenario's body runs, a fatal signal or

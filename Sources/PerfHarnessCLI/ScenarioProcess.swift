@@ -37,30 +37,44 @@ struct ScenarioProcess {
     }
     let deadline = start + .seconds(options.timeout)
     var timedOut = false
-    var killed = false
+    var killed: Kill?
     var lastStop = deadline
+    var backtracer = BacktracerWatch(pid: process.processIdentifier)
     while process.isRunning {
       let now = ContinuousClock.now
-      if !killed && now > deadline && now >= lastStop {
+      if killed == nil && now > deadline && now >= lastStop {
         // The stop signal, once: the child writes what it recorded, then the backtracer
         // prints where it hung. It returns from a signal that was sent rather than raised
         // by a fault, so SIGKILL ends the child. Sending it again sooner can kill the child
         // mid-backtrace, and the orphaned backtracer then holds its stderr open for good.
+        if !timedOut { backtracer.start() }
         timedOut = true
         lastStop = now + .seconds(Self.stopGraceSeconds * 2)
         _ = CPerfCrash_signalMainThread(process.processIdentifier, Self.stopSignal)
       }
-      if timedOut && !killed && now > deadline + .seconds(Self.stopGraceSeconds) {
-        killed = true
-        kill(process.processIdentifier, SIGKILL)
+      if timedOut && killed == nil {
+        // Once the backtracer the stop started has exited, the child is back in the code
+        // that hung, with nothing left to write: waiting out the grace gains nothing.
+        if backtracer.hasFinished() {
+          killed = .afterBacktrace
+        } else if now > deadline + .seconds(Self.stopGraceSeconds) {
+          killed = .afterGrace
+        }
+        if killed != nil { kill(process.processIdentifier, SIGKILL) }
       }
       usleep(5_000)
     }
     process.waitUntilExit()
-    let standardError = collected.finish()
     let wallTime = (ContinuousClock.now - start).components
     let milliseconds = Double(wallTime.seconds) * 1000 + Double(wallTime.attoseconds) / 1e15
+    let (standardError, heldOpen) = collected.finish(within: Self.standardErrorDrainSeconds)
 
+    if heldOpen {
+      FileHandle.standardError.write(
+        Data(
+          "perfharness: \(scenario.name): a process the scenario started still holds its stderr open; stopped reading it \(Self.standardErrorDrainSeconds) s after the scenario ended\n"
+            .utf8))
+    }
     let childReport = (try? Data(contentsOf: result)).flatMap { try? ReportJSON.decode($0) }
     if process.terminationReason == .exit, process.terminationStatus == 0, let childReport {
       return childReport
@@ -71,9 +85,15 @@ struct ScenarioProcess {
     if timedOut {
       error =
         "the scenario timed out after \(options.timeout) s (--timeout)"
-        + (killed
-          ? " and was killed (SIGKILL) \(Self.stopGraceSeconds) s after \(Self.signalName(Self.stopSignal))"
-          : ": stopped with \(Self.signalName(Self.stopSignal))")
+        + {
+          switch killed {
+          case .afterBacktrace?:
+            ": stopped with \(Self.signalName(Self.stopSignal)), then killed (SIGKILL) once its backtrace was written"
+          case .afterGrace?:
+            " and was killed (SIGKILL) \(Self.stopGraceSeconds) s after \(Self.signalName(Self.stopSignal))"
+          case nil: ": stopped with \(Self.signalName(Self.stopSignal))"
+          }
+        }()
     } else if let signal {
       error = "the scenario crashed with \(signal)" + (Self.fatalMessage(lines).map { ": \($0)" } ?? "")
     } else {
@@ -95,6 +115,10 @@ struct ScenarioProcess {
       scenario: scenario.name, variant: variant.rawValue, iterations: iterations,
       instruments: Instrument.allCases.filter(options.recordingConfiguration.instruments.contains), error: error,
       wallTimeMilliseconds: milliseconds, crash: crash)
+  }
+
+  private enum Kill {
+    case afterBacktrace, afterGrace
   }
 
   private func childArguments(_ name: String, variant: ScenarioVariant, iterations: Int, result: String) -> [String] {
@@ -140,17 +164,55 @@ struct ScenarioProcess {
 /// Drains a pipe on its own thread, so a chatty child never blocks on a full pipe.
 final class StandardErrorCollector: @unchecked Sendable {
   private let done = DispatchSemaphore(value: 0)
+  private let lock = NSLock()
   private var data = Data()
 
   init(_ handle: FileHandle) {
     Thread {
-      self.data = handle.readDataToEndOfFile()
+      while case let chunk = handle.availableData, !chunk.isEmpty {
+        self.lock.withLock { self.data.append(chunk) }
+      }
       self.done.signal()
     }.start()
   }
 
-  func finish() -> String {
-    done.wait()
-    return String(decoding: data, as: UTF8.self)
+  /// What the child wrote, once every writer closed the pipe or `seconds` passed: a
+  /// process the scenario left behind (its own child, or a backtracer orphaned by SIGKILL)
+  /// can hold the pipe open for as long as it lives. `heldOpen` says the wait was cut.
+  func finish(within seconds: Int) -> (text: String, heldOpen: Bool) {
+    let closed = done.wait(timeout: .now() + .seconds(seconds)) == .success
+    return lock.withLock { (String(decoding: data, as: UTF8.self), !closed) }
+  }
+}
+
+/// Watches for the backtracer the stop signal starts: the Swift runtime's handler spawns
+/// it from the signalled (main) thread and waits for it, then returns.
+struct BacktracerWatch {
+  let pid: Int32
+  private var before: Set<Int32> = []
+  private var seen: Set<Int32> = []
+
+  init(pid: Int32) {
+    self.pid = pid
+  }
+
+  /// Call before the stop signal: processes the scenario itself started are not the backtracer.
+  mutating func start() {
+    before = children() ?? []
+  }
+
+  /// A process the main thread started after the stop came and went. Without
+  /// /proc/PID/task/TID/children this never answers yes, and the grace period applies.
+  mutating func hasFinished() -> Bool {
+    guard let now = children() else { return false }
+    seen.formUnion(now.subtracting(before))
+    return !seen.isEmpty && seen.isDisjoint(with: now)
+  }
+
+  private func children() -> Set<Int32>? {
+    guard let text = try? String(contentsOfFile: "/proc/\(pid)/task/\(pid)/children", encoding: .utf8) else {
+      return nil
+    }
+    return Set(text.split(separator: " ").compactMap { Int32($0.trimmingCharacters(in: .whitespacesAndNewlines)) })
   }
 }

@@ -55,6 +55,17 @@ struct BuiltBinary {
 }
 
 extension BuiltBinary {
+  /// The processes whose command line, its arguments joined by spaces, is `commandLine`.
+  static func processIDs(commandLine: String) throws -> [Int32] {
+    try FileManager.default.contentsOfDirectory(atPath: "/proc").compactMap { entry in
+      guard let pid = Int32(entry),
+        let raw = FileManager.default.contents(atPath: "/proc/\(entry)/cmdline"), !raw.isEmpty
+      else { return nil }
+      let arguments = raw.split(separator: 0, omittingEmptySubsequences: false).dropLast()
+      return arguments.map { String(decoding: $0, as: UTF8.self) }.joined(separator: " ") == commandLine ? pid : nil
+    }
+  }
+
   /// Runs one starter scenario with the Time Profiler and Allocations into a temporary
   /// folder; the report is the one written there.
   func runScenario(_ scenario: String, _ extra: [String] = []) throws -> (Result, Report) {

@@ -54,6 +54,8 @@ struct CrashTests {
     #expect(report.crash?.timedOut == true)
     #expect(report.error?.contains("SIGABRT") == true)
     #expect(report.error?.contains("timed out after 2 s") == true)
+    // Not the 20 s grace: the kill follows the backtracer's exit.
+    #expect(report.error?.contains("killed (SIGKILL) once its backtrace was written") == true, "\(report.error ?? "")")
     let stack = report.crash?.stack ?? []
     #expect(stack.contains { $0.contains("spinForever") }, "\(stack.prefix(8))")
     expectRecordedBeforeTheCrash(report)
@@ -67,6 +69,20 @@ struct CrashTests {
     #expect(result.status == 3)
     #expect(report.error?.contains("failed on purpose") == true)
     #expect(report.crash == nil)
+  }
+
+  @Test("a process the scenario leaves behind holding its stderr does not hold up the harness")
+  func orphanHoldingStandardError() throws {
+    let directory = try temporaryDirectory()
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let result = try fixtures.run(["scenario", "leaves-a-process", "--output", directory.path])
+    // Still alive when the harness ended: the harness did not wait for the pipe to close.
+    let orphans = try BuiltBinary.processIDs(commandLine: "/bin/sleep 117.25")
+    for pid in orphans { kill(pid, SIGKILL) }
+    #expect(result.status == 0, "\(result.standardError)")
+    #expect(orphans.count == 1)
+    #expect(
+      result.standardError.contains("leaves-a-process: a process the scenario started still holds its stderr open"))
   }
 
   @Test("after a crash the remaining scenarios still run")

@@ -14,6 +14,10 @@ final class SurvivingFixtureObject {
 
 nonisolated(unsafe) var survivors: [SurvivingFixtureObject] = []
 
+/// How long the process `leaves-a-process` starts lives: an odd figure, so the test finds
+/// it by its command line.
+let orphanSleepSeconds = "117.25"
+
 /// How many SurvivingFixtureObjects `recordBeforeTheCrash` keeps live.
 let survivingCount = 250
 
@@ -112,6 +116,18 @@ let scenarios = [
   Scenario("async-throws", summary: "throws after an await", variants: [.starter], defaultIterations: 1) { _ in
     try await Task.sleep(for: .milliseconds(5))
     throw ScenarioFailure()
+  },
+  Scenario(
+    "leaves-a-process", summary: "starts a process that outlives it, holding its stderr", variants: [.starter],
+    defaultIterations: 1
+  ) { _ in
+    let sleeper = Process()
+    sleeper.executableURL = URL(fileURLWithPath: "/bin/sleep")
+    sleeper.arguments = [orphanSleepSeconds]
+    sleeper.standardError = FileHandle.standardError
+    // Its stdout would be the harness's stderr, which the test reads to the end.
+    sleeper.standardOutput = FileHandle.nullDevice
+    try sleeper.run()
   },
   Scenario("completes", summary: "does a little work", variants: [.starter], defaultIterations: 1) { context in
     // Long enough for the Time Profiler to see it: reports read by the fuzzer need threads.
