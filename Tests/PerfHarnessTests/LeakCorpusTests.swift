@@ -129,6 +129,19 @@ extension ProcessWideRecording {
       #expect(Set(cycle.edges.map(\.name)) == ["delegate", "task"])
     }
 
+    @Test func everyReferenceBetweenTwoMembersIsNamed() throws {
+      let report = try Self.record(
+        until: { !Self.cycles($0, "LeakFeedController").isEmpty }, LeakCorpus.delegateAndClosureCycle)
+      let cycle = try #require(Self.cycles(report, "LeakFeedController").first)
+      #expect(cycle.nodes.map { Self.short($0.type) } == ["LeakFeedController", "LeakFeedLoader"])
+      #expect(cycle.edges.filter { $0.from == 0 && $0.to == 1 }.map(\.name) == ["loader"])
+      // The closure captures only the controller, so its context word points at the controller.
+      let back = cycle.edges.filter { $0.from == 1 && $0.to == 0 }
+      #expect(back.map(\.name) == ["delegate", "onRefresh"], "\(back)")
+      #expect(Set(back.map(\.offset)).count == 2)
+      #expect(cycle.dot().contains("onRefresh"))
+    }
+
     @Test func weakSelfWeakDelegateAndUnownedDoNotLeak() throws {
       let report = try Self.record(LeakCorpus.weakAndUnowned)
       #expect(Self.leaked(report, "LeakWeak").isEmpty)

@@ -337,12 +337,27 @@ enum LeakAnalysis {
             for: block(node), category: categories[Int(nodeCategory[node])], offset: offset, graph: graph, node: node),
           kind: edgeKind[edge] == .strong ? "strong" : "unowned")
       }
-      let edges = path.enumerated().map { index, step in
-        reportEdge(from: step.node, edge: step.edge, to: (index + 1) % path.count)
+      // Every named reference between two consecutive members: a controller that holds its
+      // loader both as `delegate` and through a closure stays in the cycle until both are
+      // broken. Unnamed parallel words are left out (a conservative scan also finds stale ones).
+      var edges: [LeaksReport.Cycle.Edge] = []
+      var signatureSteps: [String] = []
+      for (index, step) in path.enumerated() {
+        let next = (index + 1) % path.count
+        var stepEdges = [reportEdge(from: step.node, edge: step.edge, to: next)]
+        for edge in Int(graph.edgeStart[step.node])..<Int(graph.edgeStart[step.node + 1])
+        where edge != step.edge && isCycleEdge(edge) && Int(graph.edgeTarget[edge]) == path[next].node {
+          let parallel = reportEdge(from: step.node, edge: edge, to: next)
+          if let name = parallel.name, !stepEdges.contains(where: { $0.name == name }) {
+            stepEdges.append(parallel)
+          }
+        }
+        edges += stepEdges
+        // Elements of a buffer are one reference whatever their index.
+        signatureSteps.append(
+          typeName(step.node) + "@" + stepEdges.map { $0.name ?? String($0.offset) }.joined(separator: "+"))
       }
-      // Elements of a buffer are one reference whatever their index.
-      let signature = zip(members, edges).map { "\(typeName($0))@\($1.name ?? String($1.offset))" }.joined(
-        separator: ">")
+      let signature = signatureSteps.joined(separator: ">")
       if let existing = cycleIndexBySignature[signature] {
         cycles[existing].instances += 1
         continue

@@ -254,12 +254,17 @@ extension HTMLReport {
       var columns = [];
       nodes.forEach(function (n, i) { (columns[n.layer] = columns[n.layer] || []).push(i); });
       var rows = 0;
+      // References back (or sideways) arc over the boxes: room above for one arc each, up to five.
+      var arcs = edges.filter(function (x) {
+        return x.e.from !== x.e.to && nodes[x.e.to].layer !== nodes[x.e.from].layer + 1;
+      }).length;
+      var boxesTop = pad + 14 + (arcs ? 26 + 14 * Math.min(arcs, 5) : 0);
       columns.forEach(function (column, layer) {
         // Order each column by where its nodes' referrers sit, which untangles most edges.
         column.sort(function (a, b) { return barycenter(a) - barycenter(b) || a - b; });
         column.forEach(function (i, row) {
           nodes[i].x = pad + layer * (nodeW + gapX);
-          nodes[i].y = pad + 14 + row * (nodeH + gapY);
+          nodes[i].y = boxesTop + row * (nodeH + gapY);
           nodes[i].row = row;
         });
         rows = Math.max(rows, column.length);
@@ -275,23 +280,25 @@ extension HTMLReport {
         return count ? sum / count : i;
       }
       var width = pad * 2 + columns.length * nodeW + (columns.length - 1) * gapX + 60;
-      var height = pad * 2 + 28 + rows * (nodeH + gapY) + 40;
+      var height = boxesTop + pad + 14 + rows * (nodeH + gapY) + 4;
       var id = 'arrow' + index;
-      var svg = '<svg width="' + Math.round(width) + '" height="' + Math.round(height) + '" role="img" ' +
-        'aria-label="Cycle ' + (index + 1) + '"><defs><marker id="' + id + '" viewBox="0 0 10 10" refX="10" refY="5" ' +
-        'markerWidth="8" markerHeight="8" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" fill="#555"></path>' +
-        '</marker></defs>';
+      var svg = '';
+      var arc = 0;
       edges.forEach(function (x, k) {
         var e = x.e, a = nodes[e.from], b = nodes[e.to];
         var label = (e.name ? e.name + ' ' : '') + '+' + e.offset + (e.kind && e.kind !== 'strong' ? ' (' + e.kind + ')' : '');
         var cls = 'edge' + (x.inCycle ? ' incycle' : '') + (e.kind && e.kind !== 'strong' ? ' weakish' : '');
         var x0 = a.x + nodeW, y0 = a.y + nodeH / 2, x3 = b.x, y3 = b.y + nodeH / 2, x1, y1, x2, y2;
+        // Parallel references (a field and a closure to the same object) bow apart.
+        var twin = edges.slice(0, k).filter(function (y) { return y.e.from === e.from && y.e.to === e.to; }).length;
         if (b.layer === a.layer + 1) {
-          x1 = x0 + gapX / 2; y1 = y0; x2 = x3 - gapX / 2; y2 = y3;
+          x1 = x0 + gapX / 2; y1 = y0 + twin * 24; x2 = x3 - gapX / 2; y2 = y3 + twin * 24;
         } else {
-          // Back or sideways: leave to the right, come in from the left, bowed below the boxes.
-          var bow = 30 + (k % 4) * 12 + Math.abs(a.row - b.row) * 4;
-          x1 = x0 + 70; y1 = Math.max(y0, y3) + nodeH + bow; x2 = x3 - 70; y2 = Math.max(y0, y3) + nodeH + bow;
+          // Back or sideways: leave to the right, arc over every box, come in from the left
+          // (a curve's peak is 3/4 of the way to its control points).
+          var peak = boxesTop - 18 - 14 * (arc++ % 5);
+          var control = (peak - (y0 + y3) / 8) / 0.75;
+          x1 = x0 + 70; y1 = control; x2 = x3 - 70; y2 = control;
           if (e.from === e.to) { y1 = y0 + nodeH + 20; y2 = y0 + nodeH + 20; }
         }
         var lx = (x0 + 3 * x1 + 3 * x2 + x3) / 8, ly = (y0 + 3 * y1 + 3 * y2 + y3) / 8 - 3;
@@ -307,7 +314,10 @@ extension HTMLReport {
           esc(truncate(n.node.type, 31)) + '</text><text x="' + (n.x + 6) + '" y="' + (n.y + 29) + '" class="label">' +
           esc('[' + i + '] ' + int(n.node.bytes) + ' bytes') + '</text></g>';
       });
-      svg += '</svg>';
+      svg = '<svg width="' + Math.round(width) + '" height="' + Math.round(height) + '" role="img" ' +
+        'aria-label="Cycle ' + (index + 1) + '"><defs><marker id="' + id + '" viewBox="0 0 10 10" refX="10" refY="5" ' +
+        'markerWidth="8" markerHeight="8" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" fill="#555"></path>' +
+        '</marker></defs>' + svg + '</svg>';
       var total = members.reduce(function (s, n) { return s + n.bytes; }, 0);
       var stacks = members.slice(0, 50).map(function (n, i) {
         return '<details><summary>[' + i + '] ' + esc(n.type) + ' allocated at</summary>' +

@@ -20,6 +20,9 @@ let scenarios = [
     LeakCorpus.closureWithOtherCapture),
   corpusCase("self-only-closure", "a stored closure captures only self", LeakCorpus.selfOnlyClosure),
   corpusCase("delegate-cycle", "a task holds its controller as a strong delegate", LeakCorpus.delegateCycle),
+  corpusCase(
+    "delegate-and-closure-cycle", "a loader holds its controller as a delegate and through a closure",
+    LeakCorpus.delegateAndClosureCycle),
   corpusCase("weak-and-unowned", "[weak self], a weak delegate, unowned: no leak", LeakCorpus.weakAndUnowned),
   corpusCase(
     "weak-and-unowned-back-references", "leaked parents with weak / unowned back references",

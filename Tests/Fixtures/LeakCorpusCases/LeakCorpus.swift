@@ -48,6 +48,24 @@ public final class LeakTaskController: LeakStrongDelegate {
   public init() {}
 }
 
+// A loader that holds its controller twice: as a strong delegate and through a closure
+// that captures only the controller (whose context is the controller itself).
+public final class LeakFeedLoader {
+  public var delegate: LeakStrongDelegate?
+  public var onRefresh: (() -> Void)?
+  public init() {}
+}
+public final class LeakFeedController: LeakStrongDelegate {
+  public var loader = LeakFeedLoader()
+  public var refreshes = 0
+  public func didFinish() {}
+  public func setUp() {
+    loader.delegate = self
+    loader.onRefresh = { self.refreshes += 1 }
+  }
+  public init() {}
+}
+
 // [weak self], weak delegate, unowned: no cycles.
 public final class LeakWeakSelfOwner {
   public var value = 0
@@ -214,6 +232,10 @@ public enum LeakCorpus {
   @inline(never) public static func delegateCycle() {
     let controller = make(LeakTaskController.init)
     controller.task.delegate = controller
+  }
+
+  @inline(never) public static func delegateAndClosureCycle() {
+    make(LeakFeedController.init).setUp()
   }
 
   @inline(never) public static func weakAndUnowned() {
