@@ -19,7 +19,12 @@ struct TimeProfilerScenarioTests {
     #expect(
       FileManager.default.fileExists(
         atPath: directory.appendingPathComponent("filtered-thumbnail-scrolling/\(variant)/profile.folded").path))
-    return try #require(report.timeProfile)
+    let timeProfile = try #require(report.timeProfile)
+    // One count of samples everywhere: the header's, the threads', the call tree's.
+    #expect(timeProfile.threads.reduce(0) { $0 + $1.sampleCount } == timeProfile.sampleCount)
+    #expect(CallTree(profile: timeProfile.profile, options: .init()).sampleCount == timeProfile.sampleCount)
+    #expect(timeProfile.profile.samples.count < timeProfile.sampleCount, "identical stacks are merged")
+    return timeProfile
   }
 
   @Test("starter: the tonal filter is the main thread's heaviest function, called from cellForItem")

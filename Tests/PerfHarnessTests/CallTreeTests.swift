@@ -71,6 +71,20 @@ extension CallTree {
     #expect(tree.roots[0].children[0].sampleCount == 2)
   }
 
+  @Test func mergedSamplesCountAsTheSamplesTheyStandFor() throws {
+    // Identical stacks are stored once with their count: every count is of samples.
+    var profile = makeProfile([sample("main>work", weight: 2)])
+    profile.samples[0].count = 3
+    profile.samples.append(ProfileSample(thread: 0, weight: 1, stack: [0]))
+    let tree = CallTree(profile: profile, options: .init())
+    #expect(tree.sampleCount == 4)
+    #expect(tree.roots.first?.sampleCount == 4)
+    #expect(tree.roots.first?.children.first?.sampleCount == 3)
+    let top = profile.topFunctions(hideSystemLibraries: false)
+    #expect(top.map(\.sampleCount) == [3, 4])
+    #expect(profile.functionStacks().stacks.map(\.sampleCount) == [3, 1])
+  }
+
   @Test func childrenAreSortedHeaviestFirst() {
     let profile = makeProfile([
       sample("main>light", weight: 1), sample("main>heavy", weight: 5), sample("main>mid", weight: 3),

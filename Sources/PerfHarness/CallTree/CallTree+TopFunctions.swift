@@ -51,7 +51,7 @@ extension Profile {
       for id in path where lastSeen[Int(id)] != sampleNumber {
         lastSeen[Int(id)] = sampleNumber
         totalWeight[Int(id)] += sample.weight
-        sampleCount[Int(id)] += 1
+        sampleCount[Int(id)] += sample.sampleCount
       }
       if let leaf = path.last { selfWeight[Int(leaf)] += sample.weight }
       total += sample.weight

@@ -114,9 +114,9 @@ public struct CallTree: Sendable, Codable {
           tries.append(CallTrie())
         }
       }
-      tries[slot].insert(path, weight: sample.weight)
+      tries[slot].insert(path, weight: sample.weight, samples: sample.sampleCount)
       total += sample.weight
-      count += 1
+      count += sample.sampleCount
     }
 
     let functions = transformer.functions

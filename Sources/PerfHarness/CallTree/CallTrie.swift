@@ -27,16 +27,17 @@ struct CallTrie {
     return node
   }
 
-  mutating func insert(_ path: [Int32], weight: Double) {
+  /// - Parameter samples: how many recorded samples the path stands for.
+  mutating func insert(_ path: [Int32], weight: Double, samples: Int = 1) {
     var node: Int32 = -1
     for id in path {
       node = child(of: node, function: id)
       total[Int(node)] += weight
-      count[Int(node)] += 1
+      count[Int(node)] += samples
     }
     if node >= 0 { end[Int(node)] += weight }
     totalWeight += weight
-    sampleCount += 1
+    sampleCount += samples
   }
 
   /// Children as first-child / next-sibling links, for walking the trie top-down.

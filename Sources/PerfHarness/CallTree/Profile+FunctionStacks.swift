@@ -66,12 +66,13 @@ extension Profile {
       let key = StackKey(thread: sample.thread, path: path)
       if let existing = index[key] {
         stacks[existing].weight += sample.weight
-        stacks[existing].sampleCount += 1
+        stacks[existing].sampleCount += sample.sampleCount
       } else {
         index[key] = stacks.count
         stacks.append(
           FunctionStack(
-            thread: sample.thread, functions: path.map(Int.init), weight: sample.weight, sampleCount: 1))
+            thread: sample.thread, functions: path.map(Int.init), weight: sample.weight,
+            sampleCount: sample.sampleCount))
       }
     }
     return FunctionStacks(functions: transformer.functions, stacks: stacks)

@@ -53,12 +53,19 @@ public struct ProfileSample: Sendable, Codable {
   public var stack: [Int]
   /// Milliseconds since the start of recording, when known.
   public var timestamp: Double?
+  /// How many recorded samples of this thread and stack this one stands for (the report
+  /// merges identical ones); nil means one.
+  public var count: Int?
 
-  public init(thread: Int, weight: Double, stack: [Int], timestamp: Double? = nil) {
+  /// The recorded samples this one stands for.
+  public var sampleCount: Int { count ?? 1 }
+
+  public init(thread: Int, weight: Double, stack: [Int], timestamp: Double? = nil, count: Int? = nil) {
     self.thread = thread
     self.weight = weight
     self.stack = stack
     self.timestamp = timestamp
+    self.count = count
   }
 }
 

@@ -39,7 +39,7 @@ struct ProfileBuilder {
       var thread: Int
       var stack: [Int]
     }
-    var merged: [StackKey: Double] = [:]
+    var merged: [StackKey: (weight: Double, count: Int)] = [:]
     var order: [StackKey] = []
     for sample in result.samples {
       guard let thread = threadIndex[sample.threadID] else { continue }
@@ -51,14 +51,18 @@ struct ProfileBuilder {
       }
       let key = StackKey(thread: thread, stack: stack)
       if merged[key] == nil { order.append(key) }
-      merged[key, default: 0] += Double(sample.weight) * intervalMilliseconds
+      merged[key, default: (0, 0)].weight += Double(sample.weight) * intervalMilliseconds
+      merged[key, default: (0, 0)].count += 1
     }
     return Profile(
       frames: frames,
       threads: threads.map {
         ProfileThread(name: Self.threadName($0), isMain: $0.isMain, threadID: $0.threadID)
       },
-      samples: order.map { ProfileSample(thread: $0.thread, weight: merged[$0]!, stack: $0.stack) },
+      samples: order.map {
+        let total = merged[$0]!
+        return ProfileSample(thread: $0.thread, weight: total.weight, stack: $0.stack, count: total.count)
+      },
       sampleIntervalMilliseconds: intervalMilliseconds)
   }
 

@@ -32,6 +32,8 @@ public struct TimeProfileReport: Codable, Sendable {
     public var name: String
     public var threadID: Int32
     public var isMain: Bool
+    /// Samples recorded on this thread (each weighted by 1 + timer overruns, so fewer than
+    /// `weightMilliseconds` at 1 kHz on a CPU-time clock).
     public var sampleCount: Int
     public var weightMilliseconds: Double
     /// This thread's share of all samples' weight.

@@ -50,7 +50,7 @@ final class TimeProfiler {
       threads.append(
         .init(
           name: thread.name, threadID: thread.threadID, isMain: thread.isMain,
-          sampleCount: Int((weight / merged.sampleIntervalMilliseconds).rounded()),
+          sampleCount: samples.reduce(0) { $0 + $1.sampleCount },
           weightMilliseconds: weight, percent: totalWeight > 0 ? weight / totalWeight * 100 : 0,
           topFunctions: merged.topFunctions(threads: [index], hideSystemLibraries: true, limit: 15)))
     }
@@ -94,7 +94,8 @@ extension Profile {
     }
     result.samples += other.samples.map {
       ProfileSample(
-        thread: threadMap[$0.thread], weight: $0.weight, stack: $0.stack.map { frameMap[$0] }, timestamp: $0.timestamp)
+        thread: threadMap[$0.thread], weight: $0.weight, stack: $0.stack.map { frameMap[$0] }, timestamp: $0.timestamp,
+        count: $0.count)
     }
     return result
   }
