@@ -77,6 +77,7 @@ static struct {
   _Atomic uint64_t signals;
   struct Tables *tables;
   _Atomic int32_t unwinderActive;
+  _Atomic int32_t muted;
 } g_hot __attribute__((aligned(64)));
 _Static_assert(sizeof(g_hot) <= 64, "handler state fits one cache line");
 #define g_enabled g_hot.enabled
@@ -1353,7 +1354,7 @@ static void sigprof_handler(int sig, siginfo_t *info, void *context) {
   atomic_fetch_add(&g_inflight, 1);
   // A generation mismatch is a SIGPROF still pending from an earlier session's
   // (deleted) timer.
-  if (atomic_load(&g_enabled) &&
+  if (atomic_load(&g_enabled) && !atomic_load_explicit(&g_hot.muted, memory_order_relaxed) &&
       (cookie & COOKIE_GENERATION_MASK) ==
           ((atomic_load_explicit(&g_generation, memory_order_relaxed) << COOKIE_GENERATION_SHIFT) &
            COOKIE_GENERATION_MASK)) {
@@ -1788,6 +1789,8 @@ int32_t CPerfSampler_stop(CPerfSampler_Error *error) {
   atomic_store(&g_state, STATE_STOPPED);
   return CPerfSampler_OK;
 }
+
+void CPerfSampler_setMuted(int32_t muted) { atomic_store(&g_hot.muted, muted != 0); }
 
 void CPerfSampler_stats(CPerfSampler_Stats *stats) {
   memset(stats, 0, sizeof(*stats));

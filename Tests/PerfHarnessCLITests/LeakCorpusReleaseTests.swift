@@ -129,6 +129,15 @@ struct LeakCorpusReleaseTests {
       checks.dropFirst().allSatisfy {
         $0.cycles.map { $0.types.map(Self.short).sorted() } == [["LeakCheckedA", "LeakCheckedB"]]
       })
+    // Neither the checks nor setting up and collecting the instruments is sampled: that is
+    // the harness's time, not the scenario's.
+    if let profile = checked.timeProfile?.profile {
+      let harnessWork = ["HeapSnapshot.take", "AllocationRecorder.start", "AllocationRecorder.stop", "LeakAnalysis."]
+      let sampled = profile.samples.flatMap { sample in
+        sample.stack.map { profile.frames[$0].name }.filter { name in harnessWork.contains { name.contains($0) } }
+      }
+      #expect(sampled.isEmpty, "\(Set(sampled))")
+    }
     // The final verdict is the same with or without the checks, and so are the counts:
     // what a check allocates is the harness's, not the scenario's.
     let plain = try run([])

@@ -100,6 +100,11 @@ int32_t CPerfSampler_start(const CPerfSampler_Config *config, CPerfSampler_Error
 /// handler and waits for in-flight handlers. After it, the arena is immutable.
 int32_t CPerfSampler_stop(CPerfSampler_Error *error);
 
+/// While muted (any session, until unmuted), the handler records nothing: a tick that
+/// lands then is neither a sample nor a loss. For the harness's own work inside a
+/// recording (setting up the other instruments, a leak check), which is not the program's.
+void CPerfSampler_setMuted(int32_t muted);
+
 /// Valid only between stop and release.
 void CPerfSampler_stats(CPerfSampler_Stats *stats);
 const uint8_t *CPerfSampler_arena(void);

@@ -78,8 +78,6 @@ final class SamplingSession: Sendable {
     return SamplingSession(configuration: configuration)
   }
 
-  /// Stops recording and returns everything recorded. Calling it again returns the same
-  /// result.
   /// Stops the timers and the discovery thread without collecting: nothing is allocated,
   /// so a leak scan can follow with no sampler thread (and its stack copies) left to read
   /// as a root. `stop()` collects afterwards.
@@ -88,6 +86,8 @@ final class SamplingSession: Sendable {
     _ = CPerfSampler_stop(&error)
   }
 
+  /// Stops recording and returns everything recorded. Calling it again returns the same
+  /// result.
   func stop() -> SamplingResult {
     state.withLock { cached in
       if let cached { return cached }

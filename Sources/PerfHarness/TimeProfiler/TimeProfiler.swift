@@ -1,3 +1,4 @@
+import CPerfSampler
 import Foundation
 
 /// The Time Profiler instrument: samples every thread while recording, then symbolizes
@@ -14,6 +15,13 @@ final class TimeProfiler {
   func start() throws {
     guard session == nil else { return }
     session = try SamplingSession.start(configuration)
+  }
+
+  /// Mutes sampling for the harness's own work, which is not the program's time. (With
+  /// system libraries hidden it would be charged to the program's code that called the
+  /// harness.)
+  func setMuted(_ muted: Bool) {
+    CPerfSampler_setMuted(muted ? 1 : 0)
   }
 
   /// Stops sampling without collecting the samples yet (see ``SamplingSession/halt()``).
