@@ -349,9 +349,23 @@ extension ProcessWideRecording {
     /// array of the case's blocks, and the case's only object looked held by it).
     @Test(arguments: [true, false])
     func blocksFreedAfterTheListingAreLeftOut(leavingOut: Bool) throws {
+      // Retried as the corpus cases are when it misses the leak: another thread of this test
+      // process can hold a stale word naming the cycle (seen once in a whole suite's run).
+      let found: ((LeaksReport) -> Bool)? = leavingOut ? { Self.leaked($0, "LeakStale").count == 2 } : nil
+      let report = try Self.retried(until: found) { try Self.scanWithReusedHolder(leavingOut: leavingOut) }
+      let leaked = Self.leaked(report, "LeakStale")
+      if leavingOut {
+        #expect(leaked.count == 2, "\(leaked)")
+      } else {
+        #expect(leaked.isEmpty, "\(leaked)")
+      }
+    }
+
+    @inline(never)
+    static func scanWithReusedHolder(leavingOut: Bool) throws -> LeaksReport {
       let holder = try #require(malloc(64))
       memset(holder, 0, 64)
-      let report = try LeakAnalysis.runOnCleanStack {
+      return try LeakAnalysis.runOnCleanStack {
         let recorder = try AllocationRecorder.start(mode: .countsOnly)
         let first = Self.makeStaleCycle()
         AllocationRecorder.watchFrees()
@@ -374,12 +388,6 @@ extension ProcessWideRecording {
         options.scanCallerStack = false
         options.leavesOutFreedBlocks = leavingOut
         return try LeakAnalysis.scan(recording: recording, symbolizer: nil, options: options)
-      }
-      let leaked = Self.leaked(report, "LeakStale")
-      if leavingOut {
-        #expect(leaked.count == 2, "\(leaked)")
-      } else {
-        #expect(leaked.isEmpty, "\(leaked)")
       }
     }
 
