@@ -26,7 +26,9 @@ public enum PerfHarnessCLI {
 
 struct PerfHarnessCommand: ParsableCommand {
   static let configuration = CommandConfiguration(
-    commandName: "perfharness",
+    // A package's own scenario executable says its own name in usage and errors.
+    commandName: CommandLine.arguments.first.map { String($0.split(separator: "/").last ?? "perfharness") }
+      ?? "perfharness",
     abstract: "Instruments for Swift on Linux: time profiles, allocations and leaks of repeatable scenarios.",
     discussion: """
       Exit codes: 0 ran and every check passed · 2 a threshold check failed · 3 the scenario \

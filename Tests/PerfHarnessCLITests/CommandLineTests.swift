@@ -113,6 +113,8 @@ struct ExampleExecutableTests {
     let unknown = try example.run(["scenario", "search-drill-downs"])
     #expect(unknown.status == 64)
     #expect(unknown.standardError.contains("inventory-restocking"))
+    // Usage names the executable the user ran, not this package's.
+    #expect(unknown.standardError.contains("Usage: perfharness-example scenario"), "\(unknown.standardError)")
   }
 }
 
