@@ -162,12 +162,15 @@ struct HTMLBrowserTests {
     for (page, swift) in zip(state.roots, expected) {
       #expect(page.name == swift.name && page.module == swift.module, "\(name): \(page.name) vs \(swift.name)")
       #expect(close(page.total, swift.totalWeight) && close(page.selfWeight, swift.selfWeight), "\(name): \(page.name)")
+      // Samples, not merged stacks, on both sides.
+      #expect(page.count == swift.sampleCount, "\(name): samples of \(page.name)")
       let children = Array(swift.children.prefix(6))
       #expect(page.children.count == children.count, "\(name): children of \(page.name)")
       for (pageChild, swiftChild) in zip(page.children, children) {
         #expect(
           pageChild.name == swiftChild.name && close(pageChild.total, swiftChild.totalWeight)
-            && close(pageChild.selfWeight, swiftChild.selfWeight), "\(name): \(page.name) → \(pageChild.name)")
+            && close(pageChild.selfWeight, swiftChild.selfWeight) && pageChild.count == swiftChild.sampleCount,
+          "\(name): \(page.name) → \(pageChild.name)")
       }
     }
   }
@@ -180,8 +183,9 @@ struct SelfTest: Decodable {
     var module: String
     var total: Double
     var selfWeight: Double
+    var count: Int
     private enum CodingKeys: String, CodingKey {
-      case name, module, total
+      case name, module, total, count
       case selfWeight = "self"
     }
   }
@@ -197,9 +201,10 @@ struct SelfTest: Decodable {
     var module: String
     var total: Double
     var selfWeight: Double
+    var count: Int
     var children: [Row]
     private enum CodingKeys: String, CodingKey {
-      case kind, name, module, total, children
+      case kind, name, module, total, count, children
       case selfWeight = "self"
     }
   }

@@ -68,9 +68,10 @@ struct HTMLReportTests {
     }
   }
 
-  @Test("the samples block holds every sample as [thread, weight, stack]")
+  @Test("the samples block holds every sample as [thread, weight, stack], and its count when merged")
   func compactSamples() throws {
-    let report = try fullReport()
+    var report = try fullReport()
+    report.timeProfile?.profile.samples[0].count = 7
     let samples = try #require(report.timeProfile?.profile.samples)
     let html = try HTMLReport.render(report)
     let start = try #require(html.range(of: #"<script type="application/json" id="profile-samples">"#))
@@ -82,7 +83,9 @@ struct HTMLReportTests {
       #expect(row[0] as? Int == sample.thread)
       #expect(row[1] as? Double == sample.weight)
       #expect(row[2] as? [Int] == sample.stack)
+      #expect((row.count > 3 ? row[3] as? Int : 1) == sample.sampleCount)
     }
+    #expect(rows.first?.count == 4 && rows.dropFirst().allSatisfy { $0.count == 3 })
     // The report's own block leaves them out rather than holding them twice.
     let profile = try #require((embeddedJSON(html)["timeProfile"] as? [String: Any])?["profile"] as? [String: Any])
     #expect((profile["samples"] as? [Any])?.isEmpty == true)

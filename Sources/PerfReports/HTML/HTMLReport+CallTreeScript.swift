@@ -24,9 +24,10 @@ extension HTMLReport {
       this.functions = functions;
       this.functionOfFrame = functionOfFrame;
       this.threads = threads;
-      // The harness already merged identical stacks; like CallTree, every entry counts as one sample.
+      // The harness already merged identical stacks; like CallTree, an entry counts as the
+      // samples it stands for.
       var stacks = samples.map(function (sample) {
-        return { thread: sample.thread, frames: sample.stack, weight: sample.weight, count: 1 };
+        return { thread: sample.thread, frames: sample.stack, weight: sample.weight, count: sample.count || 1 };
       });
       this.stacks = stacks;
       this.occurrences = new Int32Array(functions.length);
@@ -128,15 +129,16 @@ extension HTMLReport {
         group.offsets.push(at);
       }
       return order.map(function (group) {
-        var total = 0, end = 0;
+        var total = 0, end = 0, samples = 0;
         for (var k = 0; k < group.members.length; k++) {
           var weight = stacks[group.members[k]].weight;
           total += weight;
+          samples += stacks[group.members[k]].count;
           if (group.offsets[k] === paths[group.members[k]].length - 1) end += weight;
         }
         var fn = model.functions[group.fn], key = keyPrefix + '/' + group.fn;
         return new Row('function', fn.name, fn.module, fn.isApp, total, selfOf(end, total, isRoot),
-          group.members.length, key, function () {
+          samples, key, function () {
             return model.childRows(paths, group.members, group.offsets, key, selfOf, false);
           });
       });
@@ -155,7 +157,7 @@ extension HTMLReport {
           if (lastSeen[id] === i) continue;
           lastSeen[id] = i;
           total[id] += w;
-          count[id] += 1;
+          count[id] += stacks[s].count;
         }
         self[options.invert ? path[0] : path[path.length - 1]] += w;
       }
@@ -212,8 +214,11 @@ extension HTMLReport {
         if (matching) {
           members = members.filter(function (s) { return paths[s].some(function (f) { return matching[f]; }); });
         }
-        var weight = 0;
-        for (var i = 0; i < members.length; i++) weight += model.stacks[members[i]].weight;
+        var weight = 0, samples = 0;
+        for (var i = 0; i < members.length; i++) {
+          weight += model.stacks[members[i]].weight;
+          samples += model.stacks[members[i]].count;
+        }
         totalWeight += weight;
         var prefix = options.separateByThread ? 't' + group : '';
         var rowsOfGroup = options.topFunctions ? function () {
@@ -224,7 +229,7 @@ extension HTMLReport {
         if (options.separateByThread) {
           if (!members.length) return;
           var thread = model.threads[group];
-          rows.push(new Row('thread', thread ? thread.name : 'Thread ' + group, '', false, weight, 0, members.length,
+          rows.push(new Row('thread', thread ? thread.name : 'Thread ' + group, '', false, weight, 0, samples,
             prefix, rowsOfGroup));
         } else {
           rows = rowsOfGroup();

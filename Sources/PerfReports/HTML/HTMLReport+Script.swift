@@ -27,7 +27,7 @@ extension HTMLReport {
     // A report rendered by the harness carries its samples in a compact block of its own.
     if ($('profile-samples') && report.timeProfile && report.timeProfile.profile) {
       report.timeProfile.profile.samples = JSON.parse($('profile-samples').textContent).map(function (s) {
-        return { thread: s[0], weight: s[1], stack: s[2] };
+        return { thread: s[0], weight: s[1], stack: s[2], count: s.length > 3 ? s[3] : 1 };
       });
     }
     var parsedAt = performance.now();
@@ -265,9 +265,9 @@ extension HTMLReport {
           var snapshot = function () {
             return {
               roots: treeState.roots.slice(0, 12).map(function (r) {
-                return { kind: r.kind, name: r.name, module: r.module, total: r.total, self: r.self,
+                return { kind: r.kind, name: r.name, module: r.module, total: r.total, self: r.self, count: r.count,
                   children: r.children().slice(0, 6).map(function (c) {
-                    return { name: c.name, module: c.module, total: c.total, self: c.self };
+                    return { name: c.name, module: c.module, total: c.total, self: c.self, count: c.count };
                   }) };
               }),
               rowCount: document.querySelectorAll('#calltree .ct-row:not(.head)').length,

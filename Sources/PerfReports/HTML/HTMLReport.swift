@@ -46,7 +46,8 @@ public enum HTMLReport {
   }
 
   /// The profile's samples as a JSON array of `[thread, weight, [frame, ...]]` (root first),
-  /// the form the page reads from its `profile-samples` block. Only numbers: nothing to escape.
+  /// followed by the sample count when a merged sample stands for more than one, the form the
+  /// page reads from its `profile-samples` block. Only numbers: nothing to escape.
   static func compactSamples(_ samples: [ProfileSample]) -> String {
     var bytes: [UInt8] = []
     bytes.reserveCapacity(samples.count * 64)
@@ -75,7 +76,12 @@ public enum HTMLReport {
         if position > 0 { bytes.append(UInt8(ascii: ",")) }
         append(frame)
       }
-      bytes.append(contentsOf: Array("]]".utf8))
+      bytes.append(UInt8(ascii: "]"))
+      if sample.sampleCount != 1 {
+        bytes.append(UInt8(ascii: ","))
+        append(sample.sampleCount)
+      }
+      bytes.append(UInt8(ascii: "]"))
     }
     bytes.append(UInt8(ascii: "]"))
     return String(decoding: bytes, as: UTF8.self)
