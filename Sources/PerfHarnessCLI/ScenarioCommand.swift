@@ -37,8 +37,12 @@ struct ScenarioCommand: ParsableCommand {
     try options.validate(for: selectedScenarios)
     _ = try checks.overrides()
     if checks.check {
-      for scenario in selectedScenarios {
-        _ = try checks.thresholds(for: scenario)
+      // A gate with nothing to check would pass whatever the run measured.
+      for scenario in selectedScenarios where try checks.thresholds(for: scenario).isEmpty {
+        throw ValidationError(
+          "--check: no thresholds for \(scenario.name): no \(checks.thresholds)/\(scenario.name).yaml; accepted: "
+            + "that file (see --thresholds DIR) or limit flags (--max-growth SIZE, --max-peak-heap SIZE, "
+            + "--max-persistent TYPE=N, --max-leaked-bytes SIZE, --no-cycles)")
       }
     }
     _ = try tolerances.tolerances()
@@ -105,10 +109,6 @@ struct ScenarioCommand: ParsableCommand {
         report.checks = ThresholdCheck.evaluate(thresholds, on: report)
         if report.status == .passed && report.checks.contains(where: { !$0.passed }) {
           report.status = .failed
-        }
-        if thresholds.isEmpty {
-          report.error =
-            "--check: no thresholds for \(scenario.name) (no \(checks.thresholds)/\(scenario.name).yaml and no limit flags)"
         }
       }
       if let baseline {

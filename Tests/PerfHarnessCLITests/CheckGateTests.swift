@@ -61,6 +61,19 @@ struct CheckGateTests {
     #expect(!report.checks.isEmpty && report.checks.allSatisfy(\.passed))
   }
 
+  @Test("--check with no thresholds file and no limit flags is refused before anything runs")
+  func nothingToCheck() throws {
+    let directory = try temporaryDirectory()
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let result = try perfharness.run([
+      "scenario", "closure-retain-cycles", "--check", "--thresholds", directory.path, "--output", directory.path,
+    ])
+    #expect(result.status == 64)
+    #expect(result.standardError.contains("no thresholds for closure-retain-cycles"), "\(result.standardError)")
+    #expect(result.standardError.contains("accepted: that file"))
+    #expect(!FileManager.default.fileExists(atPath: directory.appendingPathComponent("closure-retain-cycles").path))
+  }
+
   @Test("a limit nothing measured fails rather than passing silently")
   func unmeasured() throws {
     let directory = try temporaryDirectory()
