@@ -8,9 +8,11 @@ import Testing
 struct AsyncScenarioTests {
   let fixtures = try! BuiltBinary("perfharness-fixtures")
 
-  @Test("an async body's steps, marks and the objects its child tasks made are recorded")
-  func asyncWork() throws {
-    let (result, report) = try fixtures.runScenario("async-work", ["--iterations", "6"])
+  @Test(
+    "an async body's steps, marks and the objects its child tasks made are recorded",
+    arguments: [[], ["--in-process"]])
+  func asyncWork(extra: [String]) throws {
+    let (result, report) = try fixtures.runScenario("async-work", ["--iterations", "6"] + extra)
     #expect(result.status == 0, "\(result.standardError)")
     #expect(report.status == .passed, "\(report.error ?? "")")
     #expect(report.steps.map(\.name) == ["task group"])
