@@ -24,6 +24,9 @@ struct TimeProfilerScenarioTests {
     #expect(timeProfile.threads.reduce(0) { $0 + $1.sampleCount } == timeProfile.sampleCount)
     #expect(CallTree(profile: timeProfile.profile, options: .init()).sampleCount == timeProfile.sampleCount)
     #expect(timeProfile.profile.samples.count < timeProfile.sampleCount, "identical stacks are merged")
+    // The harness's hooks in this executable are not the program's code.
+    let hooks = timeProfile.profile.frames.filter { $0.module.hasPrefix("CPerf") || ($0.file ?? "").contains("CPerf") }
+    #expect(hooks.allSatisfy { !$0.isApp && $0.module.hasPrefix("CPerf") }, "\(hooks.map(\.name))")
     return timeProfile
   }
 

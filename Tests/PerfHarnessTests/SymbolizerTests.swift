@@ -39,6 +39,23 @@ func symbolizerInliningCaller() -> (addresses: [UInt], line: Int, callLine: Int)
 
 @Suite("Symbolizer")
 struct SymbolizerTests {
+  /// The harness's C hooks are linked into the profiled executable: they are not the
+  /// program's code whether debug info names their source relative to this package (its own
+  /// build) or by a full path (a user's package depending on it).
+  @Test(
+    arguments: [
+      ("Sources/CPerfAlloc/alloc.c", "CPerfAlloc", false),
+      ("/home/me/app/.build/checkouts/perfharness/Sources/CPerfSampler/sampler.c", "CPerfSampler", false),
+      ("Sources/CLibOfTheApp/lib.c", "app", true),
+    ])
+  func harnessCFramesAreNotAppCode(file: String, module: String, isApp: Bool) {
+    let frame = SymbolizedFrame(
+      symbol: "recordAlloc", mangledName: "recordAlloc", swiftModule: nil, image: "app", imagePath: "/bin/app",
+      isMainExecutable: true, file: file, line: 1, isInlined: false)
+    #expect(frame.reportedModule == module)
+    #expect(ProfileBuilder.isAppCode(frame) == isApp)
+  }
+
   @Test func namesANonExportedSwiftFunctionOfTheExecutable() throws {
     let symbolizer = try Symbolizer()
     let probe = symbolizerProbeFunction()

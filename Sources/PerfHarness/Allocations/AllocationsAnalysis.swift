@@ -146,7 +146,7 @@ struct AllocationsAnalysis {
         frames.append(
           AllocationsReport.StackFrame(
             symbol: frame.swiftModule != nil ? SymbolName.simplified(frame.symbol) : frame.symbol,
-            module: frame.swiftModule ?? frame.image, file: frame.file, line: frame.line,
+            module: frame.reportedModule, file: frame.file, line: frame.line,
             isApp: isAppFrame(frame)))
       }
     }

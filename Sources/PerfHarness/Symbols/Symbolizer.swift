@@ -28,6 +28,30 @@ struct SymbolizedFrame: Sendable, Hashable {
   var line: Int?
   /// True for a frame that was inlined into the next one in the returned chain.
   var isInlined: Bool
+
+  /// The module a report shows: the Swift module; for the harness's own C targets, linked
+  /// into the profiled executable, the target (`CPerfAlloc`) rather than the executable's
+  /// name, so the malloc hooks do not read as the program's code; otherwise the image.
+  var reportedModule: String {
+    swiftModule ?? harnessCTarget ?? image
+  }
+
+  /// The harness's C target this frame's source belongs to, e.g. `CPerfAlloc`. Debug info
+  /// names a package's own sources relative to the package (`Sources/CPerfAlloc/alloc.c`)
+  /// and a dependency's by their full path.
+  var harnessCTarget: String? {
+    guard let file else { return nil }
+    let start: Substring
+    if file.hasPrefix("Sources/CPerf") {
+      start = file.dropFirst("Sources/".count)
+    } else if let range = file.range(of: "/Sources/CPerf") {
+      start = file[range.lowerBound...].dropFirst("/Sources/".count)
+    } else {
+      return nil
+    }
+    let target = start.prefix { $0 != "/" }
+    return target.isEmpty ? nil : String(target)
+  }
 }
 
 /// Why a `Symbolizer` could not be created or refreshed.

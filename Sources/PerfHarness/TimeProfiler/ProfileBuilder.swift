@@ -96,7 +96,7 @@ struct ProfileBuilder {
   static func profileFrame(_ frame: SymbolizedFrame) -> ProfileFrame {
     ProfileFrame(
       name: frame.swiftModule != nil ? SymbolName.simplified(frame.symbol) : frame.symbol,
-      module: frame.swiftModule ?? frame.image, isApp: isAppCode(frame),
+      module: frame.reportedModule, isApp: isAppCode(frame),
       file: frame.file, line: frame.line)
   }
 
@@ -116,7 +116,7 @@ struct ProfileBuilder {
     if let mangled = frame.mangledName, mangled.hasPrefix("$s") || mangled.hasPrefix("_$s") { return false }
     // C code in the executable: app code has debug info (PLT stubs and CRT code such as
     // _init do not), and the harness's own C targets are prefixed CPerf.
-    guard let file = frame.file else { return false }
-    return !frame.symbol.hasPrefix("CPerf") && !file.contains("/Sources/CPerf")
+    guard frame.file != nil else { return false }
+    return !frame.symbol.hasPrefix("CPerf") && frame.harnessCTarget == nil
   }
 }
