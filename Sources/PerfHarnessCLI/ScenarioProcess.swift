@@ -85,15 +85,7 @@ struct ScenarioProcess {
     if timedOut {
       error =
         "the scenario timed out after \(options.timeout) s (--timeout)"
-        + {
-          switch killed {
-          case .afterBacktrace?:
-            ": stopped with \(Self.signalName(Self.stopSignal)), then killed (SIGKILL) once its backtrace was written"
-          case .afterGrace?:
-            " and was killed (SIGKILL) \(Self.stopGraceSeconds) s after \(Self.signalName(Self.stopSignal))"
-          case nil: ": stopped with \(Self.signalName(Self.stopSignal))"
-          }
-        }()
+        + (killed?.description ?? ": stopped with \(Self.signalName(Self.stopSignal))")
     } else if let signal {
       error = "the scenario crashed with \(signal)" + (Self.fatalMessage(lines).map { ": \($0)" } ?? "")
     } else {
@@ -117,8 +109,17 @@ struct ScenarioProcess {
       wallTimeMilliseconds: milliseconds, crash: crash)
   }
 
-  private enum Kill {
+  /// Why the harness killed a child it had stopped, as the timeout error goes on.
+  private enum Kill: CustomStringConvertible {
     case afterBacktrace, afterGrace
+
+    var description: String {
+      let stop = ScenarioProcess.signalName(ScenarioProcess.stopSignal)
+      switch self {
+      case .afterBacktrace: return ": stopped with \(stop), then killed (SIGKILL) once its backtrace was written"
+      case .afterGrace: return " and was killed (SIGKILL) \(ScenarioProcess.stopGraceSeconds) s after \(stop)"
+      }
+    }
   }
 
   private func childArguments(_ name: String, variant: ScenarioVariant, iterations: Int, result: String) -> [String] {

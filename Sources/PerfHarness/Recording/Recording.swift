@@ -32,27 +32,20 @@ final class Recording {
     if tracksBlocks && allocationRecorder == nil && allocationRecording == nil {
       // Taking the heap snapshot and mapping the recorder's tables took 11-22 ms of a
       // small scenario's samples before it was muted.
-      try withoutSamples {
-        if configuration.instruments.contains(.leaks) {
-          heapSnapshot = HeapSnapshot.take()
-          heapSnapshot?.reserveDanglingAddresses()
-        }
-        do {
-          allocationRecorder = try AllocationRecorder.start(mode: configuration.allocationMode)
-        } catch {
-          timeProfiler?.stop()
-          throw error
-        }
+      timeProfiler?.setMuted(true)
+      defer { timeProfiler?.setMuted(false) }
+      if configuration.instruments.contains(.leaks) {
+        heapSnapshot = HeapSnapshot.take()
+        heapSnapshot?.reserveDanglingAddresses()
+      }
+      do {
+        allocationRecorder = try AllocationRecorder.start(mode: configuration.allocationMode)
+      } catch {
+        timeProfiler?.stop()
+        throw error
       }
     }
     isRecording = true
-  }
-
-  /// The harness's own work while the Time Profiler samples: not the program's time.
-  private func withoutSamples<T>(_ body: () throws -> T) rethrows -> T {
-    timeProfiler?.setMuted(true)
-    defer { timeProfiler?.setMuted(false) }
-    return try body()
   }
 
   /// Stops the time profiler; allocation tracking runs on to `finish()`, since a block
@@ -135,9 +128,9 @@ final class Recording {
   /// since the scenario's frames above this call are live.
   func checkLeaks(label: String) {
     guard isRecording, configuration.instruments.contains(.leaks), let allocationRecorder else { return }
-    // Muted without a closure: this thread's stack is a root of the scan, and frames added
-    // here would hold stale words of the blocks the scenario just made (a check missed a
-    // fresh cycle in 2 runs of 5 that way).
+    // Muted without a closure, as at the start: this thread's stack is a root of the scan,
+    // and frames added here would hold stale words of the blocks the scenario just made (a
+    // check missed a fresh cycle in 2 runs of 5 that way).
     timeProfiler?.setMuted(true)
     defer { timeProfiler?.setMuted(false) }
     let started = ContinuousClock.now

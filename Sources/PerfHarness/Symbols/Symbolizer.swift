@@ -40,17 +40,10 @@ struct SymbolizedFrame: Sendable, Hashable {
   /// names a package's own sources relative to the package (`Sources/CPerfAlloc/alloc.c`)
   /// and a dependency's by their full path.
   var harnessCTarget: String? {
-    guard let file else { return nil }
-    let start: Substring
-    if file.hasPrefix("Sources/CPerf") {
-      start = file.dropFirst("Sources/".count)
-    } else if let range = file.range(of: "/Sources/CPerf") {
-      start = file[range.lowerBound...].dropFirst("/Sources/".count)
-    } else {
-      return nil
-    }
-    let target = start.prefix { $0 != "/" }
-    return target.isEmpty ? nil : String(target)
+    guard let file, let range = file.range(of: "Sources/CPerf"),
+      range.lowerBound == file.startIndex || file[file.index(before: range.lowerBound)] == "/"
+    else { return nil }
+    return String(file[range.lowerBound...].dropFirst("Sources/".count).prefix { $0 != "/" })
   }
 }
 
