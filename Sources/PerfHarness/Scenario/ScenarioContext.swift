@@ -33,21 +33,21 @@ public final class ScenarioContext {
   }
 
   private func recordStep(_ name: String, since start: ContinuousClock.Instant) {
-    let timing = StepTiming(name: name, duration: ContinuousClock.now - start)
+    let timing = StepTiming(name: AllocationRecorder.harnessCopy(name), duration: ContinuousClock.now - start)
     AllocationRecorder.ignoringAllocations { steps.append(timing) }
   }
 
   /// Marks a generation, like Instruments' Mark Generation button: memory allocated from
   /// here to the next mark belongs to this generation.
   public func markGeneration(_ label: String) {
-    recording.markGeneration(label: label)
+    recording.markGeneration(label: AllocationRecorder.harnessCopy(label))
   }
 
   /// Builds the memory graph now, like a leak check of Instruments' Leaks instrument, and
   /// adds what had leaked by then to the report's `leaks.checks` (with the leaks
   /// instrument recording; otherwise nothing happens).
   public func checkLeaks(_ label: String) {
-    recording.checkLeaks(label: label)
+    recording.checkLeaks(label: AllocationRecorder.harnessCopy(label))
   }
 
   /// Posts the system's memory-warning notification (as the simulator's Simulate Memory
