@@ -531,16 +531,17 @@ static void scan_words(Scanner *sc, const uint64_t *words, uint64_t n, uint8_t m
 
 /// The words of an array buffer that hold its header and live elements. Swift sizes the
 /// capacity by malloc_usable_size, so elements may lie past the requested size `n` words
-/// (but inside the chunk).
-static uint64_t array_live_words(const uint64_t *words, uint64_t n) {
+/// (but inside the chunk). `stride` is the element stride, 0 when unknown.
+static uint64_t array_live_words(const uint64_t *words, uint64_t n, uint64_t stride) {
   uint64_t count = words[2], capacity = words[3] >> 1;
   if (capacity == 0 || count > capacity) return n;
   // glibc's chunk header: size | flags. The usable size is at most size - 8.
   uint64_t chunk = words[-1] & ~7ull;
   if (chunk < 48 || chunk < n * 8 || chunk > n * 8 + 8192) return n;  // not a plausible header
   uint64_t usableWords = (chunk - 8) / 8;
-  uint64_t strideBound = (chunk - 8 - 32) / capacity;
-  uint64_t liveWords = (32 + count * strideBound + 7) / 8;
+  // Without the stride, its upper bound: the capacity was computed from the usable size.
+  if (stride == 0) stride = (chunk - 8 - 32) / capacity;
+  uint64_t liveWords = (32 + count * stride + 7) / 8;
   return liveWords < usableWords ? liveWords : usableWords;
 }
 
@@ -557,7 +558,7 @@ static void scan_blocks(Scanner *sc) {
     uint64_t n = blk->size / 8;
     int swift = (blk->flags & CPerfHeapScan_BlockSwiftObject) != 0;
     if ((blk->flags & CPerfHeapScan_BlockArrayStorage) && n >= 4 && !(sc->marks[i] & CPerfHeapScan_MarkUnreadable))
-      n = array_live_words(words, n);
+      n = array_live_words(words, n, blk->flags >> CPerfHeapScan_BlockStrideShift);
     if (blk->flags & CPerfHeapScan_BlockHolder) {
       // Word 1 of an object is its refcount: never a pointer worth following here.
       // Only a Swift object's words are checked against the snapshot: its references are

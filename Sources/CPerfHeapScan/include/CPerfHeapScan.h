@@ -39,10 +39,17 @@ enum {
   CPerfHeapScan_BlockHolder = 4,
   /// A Swift array buffer (header: metadata, refcount, count, capacity << 1 | flag; then
   /// the elements): only the header and the first `count` elements are scanned, since the
-  /// spare capacity holds stale words. The element stride is bounded from above by the
-  /// glibc chunk size over the capacity, so no live element is skipped.
+  /// spare capacity holds stale words. The element stride is the flags' top 16 bits
+  /// (CPerfHeapScan_BlockStrideShift); where they are 0 (unknown) it is bounded from above
+  /// by the glibc chunk size over the capacity, so no live element is skipped.
   CPerfHeapScan_BlockArrayStorage = 8,
 };
+
+/// A CPerfHeapScan_BlockArrayStorage block's element stride in bytes: flags >> this
+/// (0: unknown). With it, the words past the last element are never read: in the chunk's
+/// slack beyond the bytes asked for they are stale, and one naming a leaked object kept
+/// it "reachable".
+#define CPerfHeapScan_BlockStrideShift 16
 
 /// 16 bytes per block.
 typedef struct CPerfHeapScan_Block {

@@ -79,7 +79,7 @@ struct HeapGraph {
 
   @inline(never)
   private static func prepare(
-    _ blocks: [RecordedBlock], recordedCount: Int, arrayStorage: Set<UInt>
+    _ blocks: [RecordedBlock], recordedCount: Int, arrayStorage: [UInt: Int]
   ) -> ([UInt32], [CPerfHeapScan_Block]) {
     var order = [UInt32](unsafeUninitializedCapacity: blocks.count) { buffer, count in
       for index in 0..<blocks.count { buffer[index] = UInt32(index) }
@@ -94,7 +94,10 @@ struct HeapGraph {
         var flags: UInt32 = 0
         if block.isSwiftObject && block.metadata != 0 {
           flags |= UInt32(CPerfHeapScan_BlockSwiftObject)
-          if arrayStorage.contains(block.metadata) { flags |= UInt32(CPerfHeapScan_BlockArrayStorage) }
+          if let stride = arrayStorage[block.metadata] {
+            flags |= UInt32(CPerfHeapScan_BlockArrayStorage)
+            if stride > 0, stride <= 0xFFFF { flags |= UInt32(stride) << CPerfHeapScan_BlockStrideShift }
+          }
         }
         if Int(index) >= recordedCount { flags |= UInt32(CPerfHeapScan_BlockHolder) }
         buffer[position] = CPerfHeapScan_Block(
@@ -129,9 +132,10 @@ struct HeapGraph {
   /// - Parameters:
   ///   - blocks: the recording's blocks, the nodes that can be reported.
   ///   - holders: blocks allocated before the recording: what they point to is alive.
-  ///   - arrayStorage: metadata of Swift array buffers (only their live elements are scanned).
+  ///   - arrayStorage: metadata of Swift array buffers, with their element stride (0:
+  ///     unknown): only their live elements are scanned.
   static func scan(
-    blocks: [RecordedBlock], holders: [RecordedBlock] = [], arrayStorage: Set<UInt> = [],
+    blocks: [RecordedBlock], holders: [RecordedBlock] = [], arrayStorage: [UInt: Int] = [:],
     options: Options = Options()
   ) throws -> HeapGraph {
     let started = DispatchFreeClock.now()

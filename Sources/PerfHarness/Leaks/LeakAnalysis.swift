@@ -89,9 +89,11 @@ enum LeakAnalysis {
     options: HeapGraph.Options = HeapGraph.Options(), stillLive: (() -> Set<RecordedBlock>)? = nil
   ) throws -> LeaksReport {
     let start = ContinuousClock.now
-    var arrayStorage: Set<UInt> = []
-    for (key, category) in recording.categories where category.name.hasPrefix("Swift._ContiguousArrayStorage<") {
-      if case .swiftObject(let metadata) = key { arrayStorage.insert(metadata) }
+    var arrayStorage: [UInt: Int] = [:]
+    for (key, category) in recording.categories where category.name.hasPrefix(ArrayStorageLayout.storagePrefix) {
+      if case .swiftObject(let metadata) = key {
+        arrayStorage[metadata] = ArrayStorageLayout.elementStride(storageMetadata: metadata, name: category.name) ?? 0
+      }
     }
     let graph = try HeapGraph.scan(
       blocks: recording.liveBlocks, holders: recording.preexistingBlocks, arrayStorage: arrayStorage,

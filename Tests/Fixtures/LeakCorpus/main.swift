@@ -48,6 +48,15 @@ let scenarios = [
       context.markGeneration("cycle \(index)")
     }
   },
+  Scenario(
+    "cycle-per-iteration", summary: "one closure cycle per iteration, a mark with a long label after each",
+    variants: [.starter], defaultIterations: 10
+  ) { context in
+    for index in 1...context.iterations {
+      context.step("make one cycle") { LeakCorpus.iterationCycle(index) }
+      context.markGeneration("After iteration number \(index)")
+    }
+  },
 ]
 
 PerfHarnessCLI.main(scenarios: scenarios)

@@ -345,3 +345,18 @@ public enum LeakCorpus {
     _ = Unmanaged.passRetained(make(LeakSuppressedOrphan.init))
   }
 }
+
+// One cycle per iteration, as a user's program makes them: an object holding a stored
+// closure that captures the object and a value.
+public final class LeakIterationOwner {
+  public var total = 0
+  public var onChange: ((Int) -> Void)?
+  public init() {}
+}
+
+extension LeakCorpus {
+  @inline(never) public static func iterationCycle(_ step: Int) {
+    let owner = make(LeakIterationOwner.init)
+    owner.onChange = { value in owner.total += value + step }
+  }
+}
