@@ -275,22 +275,25 @@ static const Mapping *find_mapping(const Vec *maps, uint64_t address) {
 
 typedef struct {
   uint64_t start, end;
+  /// Only words naming a block's first byte are references here (glibc's own data).
+  int startsOnly;
 } Range;
 
 static int collect_segment(struct dl_phdr_info *info, size_t size, void *data) {
   (void)size;
   Vec *ranges = data;
-  // glibc's own data is malloc's state: its bins point at free chunk headers, and a
+  // glibc's own data holds malloc's state: its bins point at free chunk headers, and a
   // chunk header lies inside the block before it (its last 8 bytes hold the header's
-  // first word), so those words read as references to whatever block precedes a free
-  // chunk. Nothing the program allocates is kept alive from there.
+  // first word), so such words would read as references to whatever block precedes a free
+  // chunk. It also holds what libc keeps alive for the program (stdio's buffers, named by
+  // their first byte): only words naming a block's start count there.
   const char *name = info->dlpi_name;
   size_t length = name ? strlen(name) : 0;
-  if (length >= 10 && strcmp(name + length - 10, "/libc.so.6") == 0) return 0;
+  int isLibc = length >= 10 && strcmp(name + length - 10, "/libc.so.6") == 0;
   for (int i = 0; i < info->dlpi_phnum; i++) {
     const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
     if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_W)) continue;
-    Range r = {info->dlpi_addr + ph->p_vaddr, info->dlpi_addr + ph->p_vaddr + ph->p_memsz};
+    Range r = {info->dlpi_addr + ph->p_vaddr, info->dlpi_addr + ph->p_vaddr + ph->p_memsz, isLibc};
     vec_push(ranges, &r);
   }
   return 0;
@@ -489,7 +492,7 @@ static inline int stale_root_word(Scanner *sc, uint64_t address, uint64_t raw, i
   return 1;
 }
 
-static inline void scan_root_range(Scanner *sc, uint64_t start, uint64_t end, uint8_t mark) {
+static inline void scan_root_range(Scanner *sc, uint64_t start, uint64_t end, uint8_t mark, int startsOnly) {
   const Index *ix = sc->ix;
   start = (start + 7) & ~7ull;
   end &= ~7ull;
@@ -497,6 +500,7 @@ static inline void scan_root_range(Scanner *sc, uint64_t start, uint64_t end, ui
     uint64_t v = *(const volatile uint64_t *)a & POINTER_MASK;
     if (v - ix->minStart >= ix->maxEnd - ix->minStart) continue;
     int64_t b = index_find(ix, v);
+    if (b >= 0 && startsOnly && v != ix->blocks[b].start) continue;
     if (b >= 0 && !(sc->marks[b] & CPerfHeapScan_MarkFreed)) {
       if (sc->rootSources && !sc->rootSources[b]) sc->rootSources[b] = a;
       sc->marks[b] |= mark;
@@ -752,7 +756,7 @@ static int32_t scan_impl(const CPerfHeapScan_Block *blocks, uint64_t count, cons
         }
         uint64_t end = m->end < seg[i].end ? m->end : seg[i].end;
         if (m->readable) {
-          scan_root_range(&sc, a, end, CPerfHeapScan_MarkGlobalRoot);
+          scan_root_range(&sc, a, end, CPerfHeapScan_MarkGlobalRoot, seg[i].startsOnly);
           result->rootBytes += end - a;
         }
         a = end;
@@ -788,7 +792,7 @@ static int32_t scan_impl(const CPerfHeapScan_Block *blocks, uint64_t count, cons
           m = find_mapping(&maps, sp + 128);
           if (!m || !m->readable) continue;
           if (sp < m->start) sp = m->start;
-          scan_root_range(&sc, sp, m->end, CPerfHeapScan_MarkStackRoot);
+          scan_root_range(&sc, sp, m->end, CPerfHeapScan_MarkStackRoot, 0);
           result->rootBytes += m->end - sp;
         } else {
           m = find_mapping(&maps, s->tp);  // its TLS lies on its stack unless it is the main thread
@@ -800,7 +804,7 @@ static int32_t scan_impl(const CPerfHeapScan_Block *blocks, uint64_t count, cons
             uint64_t from = s->tp - m->start > tlsBelow ? s->tp - tlsBelow : m->start;
             if (callerFramesTop > from && callerFramesTop <= s->tp) from = callerFramesTop;
             uint64_t to = m->end - s->tp > tlsAbove ? s->tp + tlsAbove : m->end;
-            scan_root_range(&sc, from, to, CPerfHeapScan_MarkStackRoot);
+            scan_root_range(&sc, from, to, CPerfHeapScan_MarkStackRoot, 0);
             result->rootBytes += to - from;
           }
           continue;
@@ -811,7 +815,7 @@ static int32_t scan_impl(const CPerfHeapScan_Block *blocks, uint64_t count, cons
         if (t && t != m && t->readable) {
           uint64_t from = s->tp - t->start > tlsBelow ? s->tp - tlsBelow : t->start;
           uint64_t to = t->end - s->tp > tlsAbove ? s->tp + tlsAbove : t->end;
-          scan_root_range(&sc, from, to, CPerfHeapScan_MarkStackRoot);
+          scan_root_range(&sc, from, to, CPerfHeapScan_MarkStackRoot, 0);
           result->rootBytes += to - from;
         }
       }
@@ -952,6 +956,8 @@ static int32_t collect_dangling(const uint64_t *words, uint64_t wordCount, const
   dl_iterate_phdr(collect_segment, &segments);
   const Range *seg = segments.data;
   for (uint64_t i = 0; i < segments.count && status == 0; i++) {
+    // malloc's bins and caches name free memory by design: not dangling references.
+    if (seg[i].startsOnly) continue;
     for (uint64_t a = seg[i].start & ~7ull; a + 8 <= seg[i].end && status == 0;) {
       const Mapping *m = find_mapping(&maps, a);
       if (!m || !m->readable) {
