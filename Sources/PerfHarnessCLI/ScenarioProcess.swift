@@ -25,10 +25,12 @@ struct ScenarioProcess {
       environment["PERFHARNESS_TRACK_ALL_BLOCKS"] = "1"
       process.environment = environment
     }
-    let errors = Pipe()
-    process.standardError = errors
-    process.standardOutput = FileHandle.standardError
-    let collected = StandardErrorCollector(errors.fileHandleForReading)
+    // One pipe for both: whatever order Foundation sets the child's descriptors up in,
+    // everything the scenario prints reaches it, and passes on to our stderr in order.
+    let output = Pipe()
+    process.standardError = output
+    process.standardOutput = output
+    let collected = StandardErrorCollector(output.fileHandleForReading, passingTo: FileHandle.standardError)
     let start = ContinuousClock.now
     do {
       try process.run()
@@ -67,7 +69,7 @@ struct ScenarioProcess {
     process.waitUntilExit()
     let wallTime = (ContinuousClock.now - start).components
     let milliseconds = Double(wallTime.seconds) * 1000 + Double(wallTime.attoseconds) / 1e15
-    let (standardError, heldOpen) = collected.finish(within: Self.standardErrorDrainSeconds)
+    let (standardError, heldOpen, _) = collected.finish(within: Self.standardErrorDrainSeconds)
 
     if heldOpen {
       FileHandle.standardError.write(
@@ -91,8 +93,6 @@ struct ScenarioProcess {
     } else {
       error = "the scenario process exited with status \(process.terminationStatus) without a report"
     }
-    // The child's own words go on to our stderr: the person running it sees the backtrace.
-    FileHandle.standardError.write(Data(standardError.utf8))
     let crash = CrashInfo(
       signal: signal, timedOut: timedOut, stack: Self.crashingStack(lines), standardErrorTail: Array(lines.suffix(40)))
     if var partial = childReport {
@@ -162,27 +162,41 @@ struct ScenarioProcess {
   }
 }
 
-/// Drains a pipe on its own thread, so a chatty child never blocks on a full pipe.
+/// Drains the child's output on its own thread, so a chatty child never blocks on a full
+/// pipe: each chunk goes on to `passingTo` as it arrives (the person running it sees what
+/// the scenario prints, and a crash's backtrace), and only the last `tailBytes` are kept,
+/// for the report's tail, whatever the child writes.
 final class StandardErrorCollector: @unchecked Sendable {
+  static let tailBytes = 256 << 10
   private let done = DispatchSemaphore(value: 0)
   private let lock = NSLock()
-  private var data = Data()
+  private var tail = Data()
+  private var dropped = 0
 
-  init(_ handle: FileHandle) {
+  init(_ handle: FileHandle, passingTo destination: FileHandle? = nil) {
     Thread {
       while case let chunk = handle.availableData, !chunk.isEmpty {
-        self.lock.withLock { self.data.append(chunk) }
+        destination?.write(chunk)
+        self.lock.withLock {
+          self.tail.append(chunk)
+          let excess = self.tail.count - Self.tailBytes
+          if excess > 0 {
+            self.tail.removeFirst(excess)
+            self.dropped += excess
+          }
+        }
       }
       self.done.signal()
     }.start()
   }
 
-  /// What the child wrote, once every writer closed the pipe or `seconds` passed: a
-  /// process the scenario left behind (its own child, or a backtracer orphaned by SIGKILL)
-  /// can hold the pipe open for as long as it lives. `heldOpen` says the wait was cut.
-  func finish(within seconds: Int) -> (text: String, heldOpen: Bool) {
+  /// The last `tailBytes` the child wrote, once every writer closed the pipe or `seconds`
+  /// passed: a process the scenario left behind (its own child, or a backtracer orphaned
+  /// by SIGKILL) can hold the pipe open for as long as it lives. `heldOpen` says the wait
+  /// was cut; `droppedBytes` counts what came before the tail.
+  func finish(within seconds: Int) -> (text: String, heldOpen: Bool, droppedBytes: Int) {
     let closed = done.wait(timeout: .now() + .seconds(seconds)) == .success
-    return lock.withLock { (String(decoding: data, as: UTF8.self), !closed) }
+    return lock.withLock { (String(decoding: tail, as: UTF8.self), !closed, dropped) }
   }
 }
 

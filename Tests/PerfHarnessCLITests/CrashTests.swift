@@ -2,6 +2,8 @@ import Foundation
 import PerfHarness
 import Testing
 
+@testable import PerfHarnessCLI
+
 /// A scenario that crashes or hangs ends its child process, not the harness.
 @Suite("Crashing and hanging scenarios")
 struct CrashTests {
@@ -85,6 +87,20 @@ struct CrashTests {
       result.standardError.contains("leaves-a-process: a process the scenario started still holds its stderr open"))
   }
 
+  @Test("what the scenario prints on stdout and stderr reaches the harness's stderr, in order, in every run")
+  func outputIsKept() throws {
+    let directory = try temporaryDirectory()
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let expected = (1...3).flatMap { ["stdout line \($0)", "stderr line \($0)"] }
+    for _ in 0..<8 {
+      let result = try fixtures.run(["scenario", "prints", "--instruments", "none", "--output", directory.path])
+      #expect(result.status == 0, "\(result.standardError)")
+      let lines = result.standardError.split(separator: "\n").map(String.init).filter { $0.contains(" line ") }
+      #expect(lines == expected)
+      #expect(!result.standardOutput.contains(" line "))
+    }
+  }
+
   @Test("after a crash the remaining scenarios still run")
   func continues() throws {
     let directory = try temporaryDirectory()
@@ -92,5 +108,43 @@ struct CrashTests {
     let result = try fixtures.run(["scenario", "abort", "completes", "--output", directory.path])
     #expect(result.status == 3)
     #expect(result.standardOutput.contains("completes [starter, 1 iteration]: passed"))
+  }
+}
+
+@Suite("The scenario's output")
+struct ScenarioOutputTests {
+  let fixtures = try! BuiltBinary("perfharness-fixtures")
+
+  /// glibc keeps stdout's buffer (4 KiB, allocated at the first print) for the process's
+  /// life, named from its own data; memcheck and LeakSanitizer do not report it either.
+  @Test("printing while recording is no leak")
+  func printingIsNoLeak() throws {
+    let directory = try temporaryDirectory()
+    defer { try? FileManager.default.removeItem(at: directory) }
+    for _ in 0..<3 {
+      let result = try fixtures.run([
+        "scenario", "prints", "--instruments", "leaks", "--format", "json", "--output", directory.path,
+      ])
+      #expect(result.status == 0, "\(result.standardError)")
+      let report = try JSONDecoder().decode(Report.self, from: Data(result.standardOutput.utf8))
+      let leaks = try #require(report.leaks)
+      #expect(leaks.leakedCount == 0, "\(leaks.rootLeaks.map { "\($0.count) \($0.type)" })")
+    }
+  }
+
+  @Test("only the tail of a flood is kept in memory; all of it is passed on and the rest is counted")
+  func boundedTail() throws {
+    let pipe = Pipe()
+    let devNull = try #require(FileHandle(forWritingAtPath: "/dev/null"))
+    let collector = StandardErrorCollector(pipe.fileHandleForReading, passingTo: devNull)
+    let line = Data(String(repeating: "x", count: 1023).appending("\n").utf8)
+    let lines = 1024
+    for _ in 0..<lines { pipe.fileHandleForWriting.write(line) }
+    try pipe.fileHandleForWriting.close()
+    let (text, heldOpen, dropped) = collector.finish(within: 5)
+    #expect(!heldOpen)
+    #expect(text.utf8.count == StandardErrorCollector.tailBytes)
+    #expect(dropped == lines * line.count - StandardErrorCollector.tailBytes)
+    #expect(text.hasSuffix("x\n"))
   }
 }

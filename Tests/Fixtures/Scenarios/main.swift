@@ -129,6 +129,16 @@ let scenarios = [
     sleeper.standardOutput = FileHandle.nullDevice
     try sleeper.run()
   },
+  Scenario(
+    "prints", summary: "prints to stdout and stderr in turn, flushing each line", variants: [.starter],
+    defaultIterations: 3
+  ) { context in
+    for index in 1...context.iterations {
+      print("stdout line \(index)")
+      fflush(nil)  // every output stream: stdout is a pipe here, so fully buffered
+      FileHandle.standardError.write(Data("stderr line \(index)\n".utf8))
+    }
+  },
   Scenario("completes", summary: "does a little work", variants: [.starter], defaultIterations: 1) { context in
     // Long enough for the Time Profiler to see it: reports read by the fuzzer need threads.
     context.step("work") {
