@@ -9,11 +9,19 @@ TEST_PACKAGES := chromium
 RUN_CONFIGURATION ?= release
 ARGS ?=
 
-.PHONY: setup build run test test-tsan bench lint clean
+.PHONY: setup system-packages build run test test-tsan bench lint clean
 
 ## setup: install the missing system packages and resolve Swift packages (idempotent).
-##   apt-get as root, sudo otherwise, and a clear message when neither works.
-setup:
+##   apt-get as root, sudo otherwise, and a clear message when neither works. The tests'
+##   schema checks need Python's jsonschema: Debian's python3-jsonschema (pip refuses to
+##   install into Debian's own Python, PEP 668), pip only for a python3 that is not Debian's.
+setup: system-packages
+	@python3 -c "import jsonschema" 2>/dev/null || \
+	  $(MAKE) --no-print-directory system-packages SYSTEM_PACKAGES=python3-jsonschema
+	@python3 -c "import jsonschema" 2>/dev/null || python3 -m pip install --quiet jsonschema
+	@$(SWIFT) package resolve >/dev/null
+
+system-packages:
 	@missing=$$(for p in $(SYSTEM_PACKAGES); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
@@ -24,8 +32,6 @@ setup:
 	  $$sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
 	  $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 	fi
-	@python3 -c "import jsonschema" 2>/dev/null || python3 -m pip install --quiet jsonschema
-	@$(SWIFT) package resolve >/dev/null
 
 build: setup
 	$(SWIFT) build -c $(RUN_CONFIGURATION)
@@ -37,7 +43,7 @@ run: build
 ## test: the whole test suite (debug build; the end-to-end tests run the built binaries, and
 ##   the leaks corpus in a release build).
 test: setup lint
-	@$(MAKE) --no-print-directory setup SYSTEM_PACKAGES="$(TEST_PACKAGES)"
+	@$(MAKE) --no-print-directory system-packages SYSTEM_PACKAGES="$(TEST_PACKAGES)"
 	$(SWIFT) build --build-tests -Xswiftc -warnings-as-errors
 	$(SWIFT) build -c release --product perfharness-leak-corpus
 	@# The log is kept, and a failure ends with its failed expectations: CI shows only
@@ -64,7 +70,7 @@ test-tsan: setup
 
 ## bench: overhead figures against their targets; regenerates the README's performance section.
 bench: setup
-	@$(MAKE) --no-print-directory setup SYSTEM_PACKAGES="heaptrack valgrind linux-perf"
+	@$(MAKE) --no-print-directory system-packages SYSTEM_PACKAGES="heaptrack valgrind linux-perf"
 	$(SWIFT) build -c release
 	$(SWIFT) run -c release perfharness-bench
 
