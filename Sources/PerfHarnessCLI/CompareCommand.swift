@@ -32,6 +32,7 @@ struct CompareCommand: ParsableCommand {
   func run() throws {
     let baseline = try StoredReport.read(base)
     let current = try StoredReport.read(new)
+    try BaselineSource.refuseIncomplete(baseline, file: base, flag: "compare")
     guard baseline.scenario.name == current.scenario.name else {
       throw HarnessError(
         "\(base) is a report of \(baseline.scenario.name) and \(new) of \(current.scenario.name); compare reports of the same scenario"

@@ -28,6 +28,11 @@ struct ComparisonOptions: ParsableArguments {
     help: ArgumentHelp("Byte figures never fail for an increase up to this size (e.g. 4KB).", valueName: "size"))
   var minIncrease: String = "4KiB"
 
+  @Flag(
+    name: .customLong("allow-different-setup"),
+    help: "A baseline recorded with other iterations or instruments may pass (default: such a comparison fails).")
+  var allowDifferentSetup = false
+
   func tolerances() throws -> ComparisonTolerances {
     for (flag, value) in [
       ("--tolerance", tolerance), ("--time-tolerance", timeTolerance), ("--peak-tolerance", peakTolerance),
@@ -40,7 +45,8 @@ struct ComparisonOptions: ParsableArguments {
       throw ValidationError("--min-increase '\(minIncrease)' is not a size; accepted: \(ByteSize.acceptedForms)")
     }
     return ComparisonTolerances(
-      percent: tolerance, timePercent: timeTolerance, peakPercent: peakTolerance, minimumBytes: minimum.bytes)
+      percent: tolerance, timePercent: timeTolerance, peakPercent: peakTolerance, minimumBytes: minimum.bytes,
+      allowsDifferentSetup: allowDifferentSetup)
   }
 }
 
@@ -74,11 +80,21 @@ struct BaselineSource {
     } catch {
       throw ValidationError("--baseline: \(error)")
     }
+    try Self.refuseIncomplete(report, file: file, flag: "--baseline")
     guard report.scenario.name == scenario else {
       throw ValidationError(
         "--baseline \(file) is a report of \(report.scenario.name), not of \(scenario); pass a folder of reports (<scenario>/<variant>/report.json) to compare several scenarios"
       )
     }
     return (report, file)
+  }
+
+  /// A baseline from a run that crashed or did not pass its own run measured less than a
+  /// whole run: every figure it lacks would read "not measured in the baseline" and pass.
+  static func refuseIncomplete(_ report: Report, file: String, flag: String) throws {
+    guard report.status == .crashed else { return }
+    throw ValidationError(
+      "\(flag) \(file) is the report of a run that crashed (\(report.error ?? "no reason given")): its figures are partial; accepted: the report of a run that completed"
+    )
   }
 }

@@ -106,4 +106,20 @@ struct BaselineTests {
     #expect(compare.status == 0, "a report equals itself, times and peak included")
     #expect(compare.standardOutput.contains("ok   peak heap"), "\(compare.standardOutput)")
   }
+
+  @Test("the report of a run that crashed is refused as a baseline (exit 64, with the reason)")
+  func crashedBaseline() throws {
+    let directory = try temporaryDirectory()
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let fixtures = try BuiltBinary("perfharness-fixtures")
+    let crashed = try fixtures.run(["scenario", "abort", "--output", directory.path])
+    #expect(crashed.status == 3)
+    let file = directory.appendingPathComponent("abort/starter/report.json").path
+    let compare = try fixtures.run(["compare", file, file])
+    #expect(compare.status == 64)
+    #expect(compare.standardError.contains("a run that crashed"), "\(compare.standardError)")
+    let scenario = try fixtures.run(["scenario", "abort", "--baseline", file, "--output", directory.path])
+    #expect(scenario.status == 64)
+    #expect(scenario.standardError.contains("a run that crashed"), "\(scenario.standardError)")
+  }
 }

@@ -118,6 +118,38 @@ struct BaselineComparisonTests {
     #expect(try row(comparison, "retain cycles").passed)
   }
 
+  @Test("one more leaked block or instance of the program's own class fails, within any tolerance")
+  func noAllowance() throws {
+    let comparison = BaselineComparison.compare(
+      report(types: ["App.Screen": 11], leakedBytes: 1050), with: report(types: ["App.Screen": 10], leakedBytes: 1000),
+      baselinePath: "base.json", tolerances: .init(percent: 50, minimumBytes: 1 << 20))
+    let screen = try row(comparison, "# Persistent App.Screen")
+    #expect(!screen.passed && screen.limitPercent == 0, "10 -> 11 is +10 %, and still a regression")
+    #expect(try !row(comparison, "leaked bytes").passed)
+    #expect(!comparison.passed)
+    let fewer = BaselineComparison.compare(
+      report(types: ["App.Screen": 9], leakedBytes: 900), with: report(types: ["App.Screen": 10], leakedBytes: 1000),
+      baselinePath: "base.json")
+    #expect(fewer.passed)
+  }
+
+  @Test("a baseline with other iterations or instruments is named, and fails unless allowed")
+  func differentSetup() throws {
+    var current = report()
+    current.scenario.iterations = 5
+    current.scenario.instruments = [.allocations, .leaks]
+    let comparison = BaselineComparison.compare(current, with: report(), baselinePath: "base.json")
+    let iterations = try #require(comparison.rows.first { $0.metric.hasPrefix("iterations") })
+    #expect(iterations.metric == "iterations: 5 (baseline: 3)" && !iterations.passed)
+    let instruments = try #require(comparison.rows.first { $0.metric.hasPrefix("instruments") })
+    #expect(instruments.metric == "instruments: allocations,leaks (baseline: allocations)" && !instruments.passed)
+    #expect(!comparison.passed)
+    let allowed = BaselineComparison.compare(
+      current, with: report(), baselinePath: "base.json", tolerances: .init(allowsDifferentSetup: true))
+    #expect(allowed.passed, "\(allowed.rows.filter { !$0.passed })")
+    #expect(allowed.rows.contains { $0.metric.hasPrefix("iterations") })
+  }
+
   @Test("a figure the baseline measured and this run did not fails")
   func missingMeasurement() throws {
     let comparison = BaselineComparison.compare(

@@ -48,6 +48,9 @@ public struct ComparisonTolerances: Sendable, Equatable {
   public var peakPercent: Double?
   public var minimumBytes: Int
   public var minimumCount: Int
+  /// Whether a baseline recorded with other iterations or instruments may pass: by
+  /// default such a comparison fails, since its figures measure something else.
+  public var allowsDifferentSetup: Bool
 
   /// The size of the blocks a library caches per thread (a Dispatch continuation): block
   /// counts may grow by as many of them as `minimumBytes` allows.
@@ -59,8 +62,9 @@ public struct ComparisonTolerances: Sendable, Equatable {
   ///   ended with up to 47 more of them (while its bytes stayed within 4 KiB).
   public init(
     percent: Double = 10, timePercent: Double? = nil, peakPercent: Double? = nil, minimumBytes: Int = 4096,
-    minimumCount: Int? = nil
+    minimumCount: Int? = nil, allowsDifferentSetup: Bool = false
   ) {
+    self.allowsDifferentSetup = allowsDifferentSetup
     self.percent = percent
     self.timePercent = timePercent
     self.peakPercent = peakPercent
@@ -80,6 +84,13 @@ extension BaselineComparison {
     _ current: Report, with baseline: Report, baselinePath: String, tolerances: ComparisonTolerances = .init()
   ) -> BaselineComparison {
     var builder = RowBuilder(tolerances: tolerances)
+    builder.setup(
+      "iterations", baseline: baseline.scenario.iterations, current: current.scenario.iterations,
+      describe: { "\($0)" })
+    builder.setup(
+      "instruments", baseline: baseline.scenario.instruments.map(\.rawValue).sorted(),
+      current: current.scenario.instruments.map(\.rawValue).sorted(),
+      describe: { $0.isEmpty ? "none" : $0.joined(separator: ",") })
 
     let base = baseline.allocations
     let now = current.allocations
@@ -96,10 +107,10 @@ extension BaselineComparison {
       now.map(maxGrowthAfterWarmUp))
     if let base, let now { builder.persistentTypes(base, now) }
 
-    // A leak is never noise: any increase in leaked bytes counts.
-    builder.gated("leaked bytes", .bytes, baseline.leaks?.leakedBytes, current.leaks?.leakedBytes, minimum: 0)
-    builder.gated(
-      "retain cycles", .count, baseline.leaks.map(cycleCount), current.leaks.map(cycleCount))
+    // A leak is never noise: any increase fails, whatever the tolerance.
+    builder.exact("leaked bytes", .bytes, baseline.leaks?.leakedBytes, current.leaks?.leakedBytes)
+    builder.exact("leaked blocks", .count, baseline.leaks?.leakedCount, current.leaks?.leakedCount)
+    builder.exact("retain cycles", .count, baseline.leaks.map(cycleCount), current.leaks.map(cycleCount))
 
     builder.timed("wall time", baseline.wallTimeMilliseconds, current.wallTimeMilliseconds)
     builder.timed(
@@ -146,13 +157,35 @@ private struct RowBuilder {
       slack: tolerances.minimumBytes)
   }
 
+  /// No allowance: any increase fails.
+  mutating func exact(_ metric: String, _ unit: Unit, _ baseline: Int?, _ current: Int?) {
+    add(metric, unit, baseline.map(Double.init), current.map(Double.init), limit: 0, slack: 0)
+  }
+
+  /// How the runs were set up: shown when they differ, and failing then unless the
+  /// tolerances allow it.
+  mutating func setup<Value: Equatable>(
+    _ metric: String, baseline: Value, current: Value, describe: (Value) -> String
+  ) {
+    guard baseline != current else { return }
+    rows.append(
+      BaselineComparison.Row(
+        metric: "\(metric): \(describe(current)) (baseline: \(describe(baseline)))", unit: "setup", baseline: nil,
+        current: nil, changePercent: nil, limitPercent: nil, passed: tolerances.allowsDifferentSetup,
+        detail: tolerances.allowsDifferentSetup
+          ? "the runs differ in \(metric) (--allow-different-setup)"
+          : "the baseline was recorded with other \(metric): its figures are not comparable; rerun it, or pass --allow-different-setup if this is intended"
+      ))
+  }
+
   mutating func timed(_ metric: String, _ baseline: Double?, _ current: Double?) {
     add(metric, .ms, baseline, current, limit: tolerances.timePercent, slack: 0)
   }
 
   /// # Persistent of each Swift type (not malloc size classes) whose count changed: a screen
   /// that now stays alive shows up here by name even when the byte totals hide it. Only the
-  /// program's own types are gated: how many run loops, locks or dictionaries the libraries
+  /// program's own types are gated, with no allowance (one more screen alive is the
+  /// regression this row exists for): how many run loops, locks or dictionaries the libraries
   /// keep depends on how many worker threads Dispatch happened to start.
   mutating func persistentTypes(_ baseline: AllocationsReport, _ current: AllocationsReport) {
     func counts(_ report: AllocationsReport) -> [String: (count: Int, isApp: Bool)] {
@@ -174,7 +207,7 @@ private struct RowBuilder {
     for type in changed.prefix(BaselineComparison.persistentTypeRowLimit) {
       add(
         "# Persistent \(type.name)", .count, Double(type.base), Double(type.now),
-        limit: type.isApp ? tolerances.percent : nil, slack: 0)
+        limit: type.isApp ? 0 : nil, slack: 0)
     }
   }
 
@@ -192,7 +225,10 @@ private struct RowBuilder {
         let allowed = base * (1 + limit / 100)
         row.passed = now <= allowed || now - base <= Double(slack)
         if !row.passed {
-          row.detail = base == 0 ? "was 0" : "more than \(formatPercent(limit)) over the baseline"
+          row.detail =
+            base == 0
+            ? "was 0"
+            : limit == 0 ? "grew; no increase is allowed" : "more than \(formatPercent(limit)) over the baseline"
         }
       }
     case (_?, nil):
