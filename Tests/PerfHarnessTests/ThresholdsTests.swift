@@ -108,7 +108,7 @@ struct ThresholdsTests {
       generations: [], timeline: [], lost: .init(blocks: 0, stacks: 0, freedCategories: 0, timelinePoints: 0),
       overhead: .init(blockTableBytes: 0, stackTableBytes: 0, bytesPerLiveBlock: 0))
     var thresholds = Thresholds()
-    thresholds.maxPersistent = ["closure context": 4, "App.Screen": 1, "App": 0]
+    thresholds.maxPersistent = ["closure context": 4, "App.Screen": 1, "App": 0, "Screen": 0, "App.Scren": 0]
     let checks = ThresholdCheck.evaluate(thresholds, on: report)
     let closures = try #require(checks.first { $0.name == "max-persistent closure context" })
     // 3 + 2: "closure contexts" is another name, not one of the family.
@@ -119,7 +119,36 @@ struct ThresholdsTests {
         == "5 persistent, 6 transient; closure context (captures: App.Screen) 3, closure context (captures: Swift.Int) 2"
     )
     #expect(checks.first { $0.name == "max-persistent App.Screen" }?.actual == 1)
-    // A module name is not a family of its types.
-    #expect(checks.first { $0.name == "max-persistent App" }?.actual == 0)
+    // A module name is not a family of its types: it matches nothing, which fails.
+    let module = try #require(checks.first { $0.name == "max-persistent App" })
+    #expect(module.actual == nil && !module.passed)
+    // Without its module, a type matches the module-qualified name.
+    let unqualified = try #require(checks.first { $0.name == "max-persistent Screen" })
+    #expect(unqualified.actual == 1 && !unqualified.passed)
+    // A misspelt type fails, and says what it may have meant.
+    let misspelt = try #require(checks.first { $0.name == "max-persistent App.Scren" })
+    #expect(!misspelt.passed && misspelt.actual == nil)
+    #expect(misspelt.detail == "matches no type the run allocated; did you mean App.Screen?")
+  }
+
+  @Test("a recording that lost data fails the gate, whatever the limits")
+  func lossesFail() throws {
+    var report = Report.crashed(
+      scenario: "sample", variant: "starter", iterations: 1, instruments: [.allocations], error: "",
+      wallTimeMilliseconds: 1, crash: CrashInfo(signal: nil, timedOut: false, stack: [], standardErrorTail: []))
+    report.allocations = AllocationsReport(
+      mode: "countsOnly", durationMilliseconds: 1,
+      totals: .init(
+        totalAllocations: 1, totalBytes: 32, persistentCount: 0, persistentBytes: 0, transientCount: 1,
+        transientBytes: 32, peakLiveBytes: 32, liveBytesAtEnd: 0),
+      categories: [], generations: [], timeline: [],
+      lost: .init(blocks: 0, stacks: 0, freedCategories: 3_750_000, timelinePoints: 0),
+      overhead: .init(blockTableBytes: 0, stackTableBytes: 0, bytesPerLiveBlock: 0))
+    let checks = ThresholdCheck.evaluate(Thresholds(), on: report)
+    let lost = try #require(checks.first { $0.name == "lost-allocation-records" })
+    #expect(!lost.passed && lost.actual == 3_750_000)
+    report.allocations?.lost.freedCategories = 0
+    let clean = ThresholdCheck.evaluate(Thresholds(), on: report)
+    #expect(clean.map(\.name) == ["lost-allocation-records"] && clean.allSatisfy { $0.passed })
   }
 }

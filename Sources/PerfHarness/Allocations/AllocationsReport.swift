@@ -117,8 +117,61 @@ public struct AllocationsReport: Codable, Sendable, Equatable {
   }
 
   /// The category with this name and those that only add parentheses to it: "closure
-  /// context" stands for every "closure context (captures: …)".
+  /// context" stands for every "closure context (captures: …)". A name without its module
+  /// matches the module-qualified one by its suffix: "LeakyNode" is "MyApp.LeakyNode".
   public func categories(under name: String) -> [Category] {
-    categories.filter { $0.name == name || $0.name.hasPrefix(name + " (") }
+    categories.filter { category in
+      let base = Self.withoutParentheses(category.name)
+      return base == name || base.hasSuffix("." + name)
+    }
   }
+
+  /// Up to three category names close to `name` (by their unqualified names), for a limit
+  /// that matched nothing.
+  public func namesResembling(_ name: String) -> [String] {
+    let wanted = Self.unqualified(name).lowercased()
+    let scored = Set(categories.filter { $0.kind != "malloc" }.map { Self.withoutParentheses($0.name) })
+      .compactMap { candidate -> (String, Int)? in
+        let short = Self.unqualified(candidate).lowercased()
+        if short.contains(wanted) || wanted.contains(short) { return (candidate, 0) }
+        let distance = editDistance(short, wanted)
+        return distance <= max(2, wanted.count / 3) ? (candidate, distance) : nil
+      }
+    return scored.sorted { ($0.1, $0.0) < ($1.1, $1.0) }.prefix(3).map(\.0)
+  }
+
+  private static func withoutParentheses(_ name: String) -> String {
+    guard let open = name.range(of: " (") else { return name }
+    return String(name[..<open.lowerBound])
+  }
+
+  /// The last dot-separated component outside generic brackets.
+  private static func unqualified(_ name: String) -> String {
+    var depth = 0
+    var start = name.startIndex
+    for index in name.indices {
+      switch name[index] {
+      case "<": depth += 1
+      case ">": depth -= 1
+      case "." where depth == 0: start = name.index(after: index)
+      default: break
+      }
+    }
+    return String(name[start...])
+  }
+}
+
+private func editDistance(_ a: String, _ b: String) -> Int {
+  let a = Array(a)
+  let b = Array(b)
+  if a.isEmpty || b.isEmpty { return max(a.count, b.count) }
+  var previous = Array(0...b.count)
+  for i in 1...a.count {
+    var current = [i] + Array(repeating: 0, count: b.count)
+    for j in 1...b.count {
+      current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1))
+    }
+    previous = current
+  }
+  return previous[b.count]
 }

@@ -31,6 +31,16 @@ public enum ThresholdCheck {
         continue
       }
       let matched = allocations.categories(under: type)
+      if matched.isEmpty {
+        // A misspelt or renamed type would otherwise pass with 0 forever.
+        let resembling = allocations.namesResembling(type)
+        results.append(
+          CheckResult(
+            name: "max-persistent \(type)", limit: Double(limit), actual: nil, passed: false,
+            detail: "matches no type the run allocated"
+              + (resembling.isEmpty ? "" : "; did you mean \(resembling.joined(separator: ", "))?")))
+        continue
+      }
       let actual = matched.reduce(0) { $0 + $1.persistentCount }
       let transient = matched.reduce(0) { $0 + $1.transientCount }
       // Which of a family persist ("closure context (captures: …)"), heaviest first.
@@ -40,10 +50,8 @@ public enum ThresholdCheck {
       results.append(
         CheckResult(
           name: "max-persistent \(type)", limit: Double(limit), actual: Double(actual), passed: actual <= limit,
-          detail: matched.isEmpty
-            ? "no instance was allocated while recording"
-            : "\(actual) persistent, \(transient) transient"
-              + (persisting.isEmpty ? "" : "; " + persisting.joined(separator: ", "))))
+          detail: "\(actual) persistent, \(transient) transient"
+            + (persisting.isEmpty ? "" : "; " + persisting.joined(separator: ", "))))
     }
 
     if let limit = thresholds.maxPeakHeap {
@@ -89,6 +97,37 @@ public enum ThresholdCheck {
       } else {
         results.append(unmeasured("max-cycles", limit: Double(limit), needs: "the leaks instrument"))
       }
+    }
+    return results + losses(in: report)
+  }
+
+  /// Share of samples a profile may lose before `--check` fails.
+  public static let lostSamplesPercentLimit = 1.0
+
+  /// What the recorder counted as lost fails the gate: figures missing data can pass any
+  /// limit (a heap whose frees lost their types read 0 persistent with 781 MB live).
+  static func losses(in report: Report) -> [CheckResult] {
+    var results: [CheckResult] = []
+    if let allocations = report.allocations {
+      let lost = allocations.lost.blocks + allocations.lost.freedCategories + (report.leaks?.freesNotLogged ?? 0)
+      results.append(
+        CheckResult(
+          name: "lost-allocation-records", limit: 0, actual: Double(lost), passed: lost == 0,
+          detail: lost == 0
+            ? nil
+            : "\(allocations.lost.blocks) blocks not tracked, \(allocations.lost.freedCategories) frees with their type lost"
+              + ((report.leaks?.freesNotLogged ?? 0) > 0
+                ? ", \(report.leaks?.freesNotLogged ?? 0) frees during the leak scan not logged" : "")
+              + ": the allocation figures are incomplete"))
+    }
+    if let profile = report.timeProfile {
+      let recorded = profile.sampleCount + profile.lostSamples
+      let percent = recorded == 0 ? 0 : Double(profile.lostSamples) / Double(recorded) * 100
+      results.append(
+        CheckResult(
+          name: "lost-samples-percent", limit: lostSamplesPercentLimit, actual: percent,
+          passed: percent <= lostSamplesPercentLimit,
+          detail: profile.lostSamples == 0 ? nil : "\(profile.lostSamples) of \(recorded) samples lost"))
     }
     return results
   }

@@ -7,6 +7,15 @@ public enum AllocationsText {
   /// - Parameters:
   ///   - filter: show only categories whose name contains this (case-insensitive), like
   ///     the tutorial's filter field.
+  /// Every loss the recorder counted: the figures above it are incomplete.
+  static func lossText(_ lost: AllocationsReport.Lost) -> String {
+    let parts = [
+      (lost.blocks, "blocks not tracked"), (lost.freedCategories, "frees with their type lost"),
+      (lost.stacks, "allocations without their stack"), (lost.timelinePoints, "timeline points"),
+    ].filter { $0.0 > 0 }.map { "\($0.0) \($0.1)" }
+    return parts.isEmpty ? "" : "; LOST: " + parts.joined(separator: ", ")
+  }
+
   public static func render(_ allocations: AllocationsReport, categoryLimit: Int = 10, filter: String? = nil) -> String
   {
     let totals = allocations.totals
@@ -15,7 +24,7 @@ public enum AllocationsText {
       "  Allocations: \(totals.totalAllocations) allocations (\(formatBytes(totals.totalBytes))); "
         + "\(totals.persistentCount) persistent (\(formatBytes(totals.persistentBytes))), "
         + "\(totals.transientCount) transient; peak \(formatBytes(totals.peakLiveBytes))"
-        + (allocations.lost.blocks > 0 ? "; \(allocations.lost.blocks) blocks LOST" : ""))
+        + lossText(allocations.lost))
     var categories = allocations.categories
     if let filter, !filter.isEmpty {
       categories = categories.filter { $0.name.localizedCaseInsensitiveContains(filter) }
