@@ -203,6 +203,10 @@ extension ProcessWideRecording {
       }
       let text = report.textSummary()
       #expect(text.contains("ROOT CYCLE"))
+      // Each member says where the program made it, read where people read (the text).
+      let members = text.split(separator: "\n").filter { $0.contains("LeakTwo") && $0.contains(" bytes>") }
+      #expect(members.count == 2, "\(text)")
+      #expect(members.allSatisfy { $0.contains(" allocated at ") && $0.contains("LeakCorpus.swift:") }, "\(text)")
       let dot = cycle.dot()
       #expect(dot.hasPrefix("digraph"))
       #expect(dot.contains("LeakTwoA") && dot.contains("n0 -> n1"))

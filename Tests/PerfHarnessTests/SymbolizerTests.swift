@@ -56,6 +56,17 @@ struct SymbolizerTests {
     #expect(ProfileBuilder.isAppCode(frame) == isApp)
   }
 
+  /// Thunks the compiler makes (partial apply forwarders) are named "<compiler-generated>",
+  /// with or without a directory before it: neither is the program's own code, so a leak's
+  /// site names the function that allocated, not the thunk that called it.
+  @Test(arguments: ["<compiler-generated>", "//<compiler-generated>", "/src/App/main.swift"])
+  func compilerGeneratedFramesAreNotAppCode(file: String) {
+    let frame = SymbolizedFrame(
+      symbol: "closure #1 in App.run()", mangledName: "$s3App3runyyFyycfU_", swiftModule: "App", image: "app",
+      imagePath: "/bin/app", isMainExecutable: true, file: file, line: 1, isInlined: false)
+    #expect(ProfileBuilder.isAppCode(frame) == !file.hasSuffix("<compiler-generated>"))
+  }
+
   @Test func namesANonExportedSwiftFunctionOfTheExecutable() throws {
     let symbolizer = try Symbolizer()
     let probe = symbolizerProbeFunction()

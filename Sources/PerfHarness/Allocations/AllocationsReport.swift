@@ -175,3 +175,16 @@ private func editDistance(_ a: String, _ b: String) -> Int {
   }
   return previous[b.count]
 }
+
+extension [AllocationsReport.StackFrame] {
+  /// Where the program itself made the allocation: the first frame of its own code (the
+  /// Hide System Libraries rule), as `symbol (file:line)`; nil without a stack or without
+  /// a frame of the program's code in it. An initializer the compiler made (no line) is
+  /// passed over for its caller, which is the line a reader can change.
+  public var programSite: String? {
+    guard let frame = first(where: { $0.isApp && $0.line != nil }) ?? first(where: \.isApp) else { return nil }
+    guard let file = frame.file else { return frame.symbol }
+    let name = file.split(separator: "/").last.map(String.init) ?? file
+    return "\(frame.symbol) (\(name)\(frame.line.map { ":\($0)" } ?? ""))"
+  }
+}

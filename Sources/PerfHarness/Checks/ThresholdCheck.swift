@@ -9,7 +9,7 @@ public enum ThresholdCheck {
       if allocations != nil, !generations.isEmpty {
         for generation in generations {
           let heaviest = generation.categories.first
-          let site = heaviest?.allocationStack.first(where: \.isApp).map { " at \($0.symbol)" } ?? ""
+          let site = heaviest?.allocationStack.programSite.map { " at \($0)" } ?? ""
           results.append(
             CheckResult(
               name: "max-growth-per-generation", limit: Double(limit.bytes), actual: Double(generation.growthBytes),
@@ -74,7 +74,7 @@ public enum ThresholdCheck {
             }
           })
           .max { $0.bytes < $1.bytes }
-        let site = heaviest?.allocationStack.first(where: \.isApp).map { " allocated at \($0.symbol)" } ?? ""
+        let site = heaviest?.allocationStack.programSite.map { " allocated at \($0)" } ?? ""
         results.append(
           CheckResult(
             name: "max-leaked-bytes", limit: Double(limit.bytes), actual: Double(leaks.leakedBytes),

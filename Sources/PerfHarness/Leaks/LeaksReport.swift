@@ -165,7 +165,9 @@ public struct LeaksReport: Codable, Sendable, Equatable {
         "  \(cycle.instances) (\(total * cycle.instances) bytes) ROOT CYCLE"
           + (cycle.instances > 1 ? " x \(cycle.instances) instances" : ""))
       for (index, node) in cycle.nodes.enumerated() {
-        lines.append("    [\(index)] <\(node.type) \(node.bytes) bytes>")
+        lines.append(
+          "    [\(index)] <\(node.type) \(node.bytes) bytes>"
+            + (node.allocationStack.programSite.map { " allocated at \($0)" } ?? ""))
         for edge in cycle.edges where edge.from == index {
           let label = edge.name.map { "\($0) " } ?? ""
           lines.append(
@@ -174,7 +176,9 @@ public struct LeaksReport: Codable, Sendable, Equatable {
       }
     }
     for leak in rootLeaks {
-      lines.append("  \(leak.count) (\(leak.bytes) bytes) ROOT LEAK: <\(leak.type)>")
+      lines.append(
+        "  \(leak.count) (\(leak.bytes) bytes) ROOT LEAK: <\(leak.type)>"
+          + (leak.allocationStack.programSite.map { " allocated at \($0)" } ?? ""))
     }
     if indirectLeakCount > 0 {
       lines.append("  \(indirectLeakCount) (\(indirectLeakBytes) bytes) indirect leaks")

@@ -103,7 +103,9 @@ struct ProfileBuilder {
   /// App code is the executable's own code, less the harness and the standard library's
   /// specializations that the compiler emitted into it.
   static func isAppCode(_ frame: SymbolizedFrame) -> Bool {
-    guard frame.isMainExecutable, frame.file != "<compiler-generated>" else { return false }
+    // Debug info names compiler-made code "<compiler-generated>", sometimes under a
+    // directory ("//<compiler-generated>").
+    guard frame.isMainExecutable, !(frame.file?.hasSuffix("<compiler-generated>") ?? false) else { return false }
     // Compiler plumbing between app functions says nothing a reader can act on.
     if compilerThunkPrefixes.contains(where: frame.symbol.hasPrefix) { return false }
     // Runtime helpers the compiler emits into every Swift binary (__swift_instantiate…).

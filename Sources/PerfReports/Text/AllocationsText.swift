@@ -53,7 +53,7 @@ public enum AllocationsText {
       for generation in allocations.generations {
         let heaviest =
           generation.categories.first.map { category in
-            let site = category.allocationStack.first(where: \.isApp).map { " from \($0.symbol)" } ?? ""
+            let site = category.allocationStack.programSite.map { " from \($0)" } ?? ""
             return "\(category.name) \(formatBytes(category.growthBytes))\(site)"
           } ?? ""
         lines.append(
