@@ -9,7 +9,7 @@ TEST_PACKAGES := chromium
 RUN_CONFIGURATION ?= release
 ARGS ?=
 
-.PHONY: setup system-packages build run test test-tsan bench lint clean
+.PHONY: setup system-packages build run test test-tsan bench leak-corpus lint clean
 
 ## setup: install the missing system packages and resolve Swift packages (idempotent).
 ##   apt-get as root, sudo otherwise, and a clear message when neither works. The tests'
@@ -73,6 +73,17 @@ bench: setup
 	@$(MAKE) --no-print-directory system-packages SYSTEM_PACKAGES="heaptrack valgrind linux-perf"
 	$(SWIFT) build -c release
 	$(SWIFT) run -c release perfharness-bench
+
+## leak-corpus: every shape of the leaks corpus (cycles through closures, delegates, arrays
+##   of closures, made on the main thread, Dispatch workers and in task groups), RUNS runs
+##   per shape, build (release, debug) and instrument set, each in its own process;
+##   prints found/expected per shape and fails on any run that missed or invented a leak.
+RUNS ?= 50
+leak-corpus: setup
+	$(SWIFT) build -c release --product perfharness-leak-corpus
+	$(SWIFT) build --product perfharness-leak-corpus
+	$(SWIFT) build --product perfharness-leak-corpus-runner
+	.build/debug/perfharness-leak-corpus-runner --runs $(RUNS)
 
 lint:
 	$(SWIFT) format lint --recursive --strict Sources Scenarios Tests Examples

@@ -70,6 +70,10 @@ let package = Package(
     // The leaks corpus: shared by the in-process tests and an executable that runs each
     // case as a scenario (built in release by `make test`, checked by a test).
     .target(name: "LeakCorpusCases", path: "Tests/Fixtures/LeakCorpusCases"),
+    // `make leak-corpus`: each shape of the corpus run many times, found/expected per shape.
+    .executableTarget(
+      name: "perfharness-leak-corpus-runner", dependencies: ["PerfHarness", "LeakCorpusCases"],
+      path: "Tests/Fixtures/LeakCorpusRunner"),
     // Code the sampler's unwinder must handle as libunwind does (a leaf without an FDE).
     .target(name: "UnwindCases", path: "Tests/Fixtures/UnwindCases"),
     .executableTarget(

@@ -5,6 +5,7 @@
 #include <dwarf.h>
 #include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
+#include <link.h>
 #include <gelf.h>
 #include <stdlib.h>
 #include <string.h>
@@ -479,4 +480,45 @@ static inline __attribute__((always_inline)) uint64_t CPerfSymbols_inlinedProbe(
 
 uint64_t CPerfSymbols_selfTestInlinedReturnAddress(void) {
   return CPerfSymbols_inlinedProbe();
+}
+
+// The image whose PT_LOAD segments (their memory size, .bss included) cover an address.
+typedef struct ImageSearch {
+  uint64_t address;
+  uint64_t fileStart;  // an address of the image that lies in its file mapping
+} ImageSearch;
+
+static int findImage(struct dl_phdr_info *info, size_t size, void *data) {
+  (void)size;
+  ImageSearch *search = data;
+  for (int i = 0; i < info->dlpi_phnum; i++) {
+    const ElfW(Phdr) *phdr = &info->dlpi_phdr[i];
+    if (phdr->p_type != PT_LOAD) continue;
+    uint64_t start = info->dlpi_addr + phdr->p_vaddr;
+    if (search->address >= start && search->address < start + phdr->p_memsz) {
+      search->fileStart = start;
+      return 1;
+    }
+  }
+  return 0;
+}
+
+const char *CPerfSymbols_dataSymbol(CPerfSymbols_Session *session, uint64_t address, const char **modulePath) {
+  if (modulePath) *modulePath = NULL;
+  Dwfl_Module *module = dwfl_addrmodule(session->dwfl, address);
+  if (module == NULL) {
+    // libdwfl's modules span the image's file mappings from /proc/self/maps; a global in
+    // .bss lies in the anonymous mapping after them.
+    ImageSearch search = {address, 0};
+    if (dl_iterate_phdr(findImage, &search) != 0) module = dwfl_addrmodule(session->dwfl, search.fileStart);
+  }
+  if (module == NULL) return NULL;
+  if (modulePath) *modulePath = dwfl_module_info(module, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
+  GElf_Off offset = 0;
+  GElf_Sym sym;
+  const char *name = dwfl_module_addrinfo(module, address, &offset, &sym, NULL, NULL, NULL);
+  if (name == NULL || name[0] == '\0') return NULL;
+  // The nearest symbol before an address is not its name when the address lies past it.
+  if (sym.st_size != 0 && offset >= sym.st_size) return NULL;
+  return name;
 }

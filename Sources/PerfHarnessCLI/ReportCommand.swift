@@ -31,6 +31,12 @@ struct ReportCommand: ParsableCommand {
 
   @Option(
     help: ArgumentHelp(
+      "Why is it still alive: the shortest paths from a root to this type's instances (needs the leaks instrument).",
+      valueName: "type"))
+  var retainers: String?
+
+  @Option(
+    help: ArgumentHelp(
       "Write the self-contained HTML report here (what 'scenario' writes as report.html).", valueName: "path"))
   var html: String?
 
@@ -68,6 +74,10 @@ struct ReportCommand: ParsableCommand {
     if let filter, let allocations = report.allocations {
       print(AllocationsText.render(allocations, categoryLimit: 50, filter: filter), terminator: "")
     }
+    if let retainers {
+      print(try Self.retainersText(of: retainers, in: report, file: file), terminator: "")
+      return
+    }
     guard let timeProfile = report.timeProfile else {
       print("No time profile in \(file): the run did not record with --instruments time.")
       return
@@ -85,6 +95,26 @@ struct ReportCommand: ParsableCommand {
       let name = "\(report.scenario.name) [\(report.scenario.variant)]"
       try write(Speedscope.render(timeProfile.profile, name: name), to: speedscope)
     }
+  }
+
+  static func retainersText(of type: String, in report: Report, file: String) throws -> String {
+    guard let leaks = report.leaks else {
+      throw ValidationError(
+        "--retainers needs the leaks instrument: \(file) was recorded without it (record with --instruments time,allocations,leaks)"
+      )
+    }
+    guard leaks.retainers != nil else {
+      throw ValidationError("--retainers: \(file) was written by a perfharness that did not keep retainer paths")
+    }
+    let matched = leaks.retainers(of: type)
+    if matched.isEmpty {
+      let known = (leaks.retainers ?? []).map(\.type)
+      let suggestions = known.filter { $0.localizedCaseInsensitiveContains(type) }.prefix(5)
+      return "Retainers: no instance of \(type) allocated while recording is alive at its end"
+        + (suggestions.isEmpty ? "" : "; types that are: \(suggestions.joined(separator: ", "))") + "\n"
+    }
+    return "Retainers (shortest paths from a root):\n"
+      + matched.flatMap { $0.textLines() }.map { "  " + $0 }.joined(separator: "\n") + "\n"
   }
 
   private func write(_ data: Data, to path: String) throws {

@@ -49,6 +49,12 @@ struct HTMLBrowserTests {
     // Scenarios that mark generations get a leak check at each mark, drawn as a table.
     #expect(selfTest.dom.contains("<th>Cycle types</th>") == !(report.leaks?.checks ?? []).isEmpty)
     #expect((report.leaks?.checks?.count ?? 0) == report.marks.count)
+    // Every type alive at the end has its shortest paths from a root, as the report has them.
+    let retainers = report.leaks?.retainers ?? []
+    #expect(selfTest.dom.contains("Why is it still alive?") == !retainers.isEmpty)
+    for entry in retainers.prefix(100) {
+      #expect(selfTest.dom.contains(htmlEscaped(entry.type)), "\(entry.type)")
+    }
 
     let profile = try #require(report.timeProfile?.profile)
     let none = try #require(selfTest.states["none"])
@@ -324,4 +330,10 @@ extension String {
     }
     return out
   }
+}
+
+/// `text` as a serialized DOM shows it in a text node.
+func htmlEscaped(_ text: String) -> String {
+  text.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")
+    .replacingOccurrences(of: ">", with: "&gt;")
 }

@@ -70,9 +70,11 @@ struct LeakCorpusReleaseTests {
     let corpus = BuiltBinary(url: try Self.corpusBinary(configuration))
     let directory = try temporaryDirectory()
     defer { try? FileManager.default.removeItem(at: directory) }
-    let result = try corpus.run([
-      "scenario", "--instruments", "leaks", "--format", "json", "--output", directory.path,
-    ])
+    // The shapes are the runner's (shapesInEveryRun).
+    let result = try corpus.run(
+      ["scenario"] + Self.expected.keys.sorted() + [
+        "--instruments", "leaks", "--format", "json", "--output", directory.path,
+      ])
     #expect(result.status == 0, "\(result.standardError)")
     var seen: Set<String> = []
     for line in result.standardOutput.split(separator: "\n") {
@@ -118,6 +120,41 @@ struct LeakCorpusReleaseTests {
       #expect(leaks.leakedCount == 20)
     }
     #expect(found == Array(repeating: 10, count: 6))
+  }
+
+  /// Xcode's memory graph answers "why is this still alive?"; so do a failing
+  /// max-persistent check and `perfharness report --retainers`, from the stored report.
+  @Test("why is it still alive: the path from the global, in a failing check and in report --retainers")
+  func retainers() throws {
+    let corpus = BuiltBinary(url: try Self.corpusBinary())
+    let directory = try temporaryDirectory()
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let result = try corpus.run([
+      "scenario", "global-cache", "--instruments", "allocations,leaks", "--check", "--max-persistent",
+      "LeakCachedItem=10", "--output", directory.path,
+    ])
+    #expect(result.status == 2, "\(result.standardOutput)")
+    let failing = result.standardOutput.split(separator: "\n").first { $0.contains("max-persistent LeakCachedItem") }
+    let detail = String(failing ?? "")
+    #expect(detail.contains("100 persistent") && detail.contains("alive via global"), "\(result.standardOutput)")
+    #expect(detail.contains("LeakGlobalCache.items") && detail.contains("(element) LeakCorpusCases.LeakCachedItem"))
+    let file = directory.appendingPathComponent("global-cache/starter/report.json").path
+    let report = try corpus.run(["report", file, "--retainers", "LeakCachedItem"])
+    #expect(report.status == 0, "\(report.standardError)")
+    #expect(
+      report.standardOutput.contains("LeakCorpusCases.LeakCachedItem: 100 alive at the end"), "\(report.standardOutput)"
+    )
+    #expect(report.standardOutput.contains("100 of 100: global "), "\(report.standardOutput)")
+    let none = try corpus.run(["report", file, "--retainers", "NoSuchType"])
+    #expect(none.status == 0 && none.standardOutput.contains("no instance of NoSuchType"))
+    // Without the leaks instrument there is no graph to read paths from: a usage error.
+    let withoutLeaks = try corpus.run([
+      "scenario", "global-cache", "--instruments", "allocations", "--output", directory.path,
+    ])
+    #expect(withoutLeaks.status == 0)
+    let refused = try corpus.run(["report", file, "--retainers", "LeakCachedItem"])
+    #expect(
+      refused.status == 64 && refused.standardError.contains("needs the leaks instrument"), "\(refused.standardError)")
   }
 
   @Test(

@@ -178,6 +178,21 @@ extension ProcessWideRecording {
       #expect(Self.leaked(report, "LeakCachedItem").isEmpty)
     }
 
+    @Test("why is it still alive: a global, its array, the instances")
+    func retainersOfAGlobalsRecords() throws {
+      let report = try Self.record(symbolizer: try Symbolizer(), RetainedRegistry.fill)
+      let retainers = try #require(report.retainers(of: "RetainedRecord").first, "\(report.retainers ?? [])")
+      #expect(retainers.instances == 100 && retainers.examined == 100)
+      let path = try #require(retainers.paths.first)
+      #expect(path.instances == 100)
+      #expect(path.root.kind == "global" && (path.root.name ?? "").contains("RetainedRegistry.records"), "\(path)")
+      #expect(path.steps.map(\.type).first?.hasPrefix("Swift._ContiguousArrayStorage") == true, "\(path)")
+      #expect(path.steps.last == .init(type: "LeakCorpusCases.RetainedRecord", reference: "element"), "\(path)")
+      // The unqualified name and the module-qualified one find the same entry.
+      #expect(report.retainers(of: "LeakCorpusCases.RetainedRecord") == [retainers])
+      #expect(retainers.textLines().last?.contains("100 of 100: global ") == true, "\(retainers.textLines())")
+    }
+
     @Test func cycleReachableFromAGlobalIsNotALeak() throws {
       let report = try Self.record(LeakCorpus.globalCycle)
       #expect(LeakGlobalCycleHolder.root != nil)

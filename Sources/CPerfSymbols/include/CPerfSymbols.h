@@ -93,6 +93,13 @@ char *_Nullable CPerfSymbols_cxxDemangle(const char *_Nonnull mangled);
 /// "CPerfSymbols_inlinedProbe", inlined into CPerfSymbols_selfTestInlinedReturnAddress.
 uint64_t CPerfSymbols_selfTestInlinedReturnAddress(void);
 
+/// The symbol-table entry of any type (a global variable as well as a function) covering
+/// `address`, or NULL; *modulePath receives the image's path (NULL when the address lies in
+/// no image). A linear scan of the image's symbol table: for a few addresses (the
+/// globals a heap scan names), never per sample.
+const char *_Nullable CPerfSymbols_dataSymbol(CPerfSymbols_Session *_Nonnull session, uint64_t address,
+                                              const char *_Nullable *_Nullable modulePath);
+
 #ifdef __cplusplus
 }
 #endif

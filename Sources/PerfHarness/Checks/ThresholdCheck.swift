@@ -44,14 +44,20 @@ public enum ThresholdCheck {
       let actual = matched.reduce(0) { $0 + $1.persistentCount }
       let transient = matched.reduce(0) { $0 + $1.transientCount }
       // Which of a family persist ("closure context (captures: …)"), heaviest first.
-      let persisting = matched.filter { $0.persistentCount > 0 && $0.name != type }
+      let persisting = matched.filter { $0.persistentCount > 0 && matched.count > 1 }
         .sorted { $0.persistentCount > $1.persistentCount }.prefix(3)
         .map { "\($0.name) \($0.persistentCount)" }
+      // Why they are still alive, where the leaks instrument read the graph: the path that
+      // most of the heaviest type's instances hang from.
+      let why = report.leaks?.retainers(of: type).max { $0.instances < $1.instances }.flatMap { retainers in
+        retainers.paths.first.map { "; alive via \($0.chain) (\($0.instances) of \(retainers.examined))" }
+      }
       results.append(
         CheckResult(
           name: "max-persistent \(type)", limit: Double(limit), actual: Double(actual), passed: actual <= limit,
           detail: "\(actual) persistent, \(transient) transient"
-            + (persisting.isEmpty ? "" : "; " + persisting.joined(separator: ", "))))
+            + (persisting.isEmpty ? "" : "; " + persisting.joined(separator: ", "))
+            + (actual > limit ? why ?? "" : "")))
     }
 
     if let limit = thresholds.maxPeakHeap {

@@ -63,8 +63,9 @@ struct HeapGraph {
     /// 0: SIGPROF (see CPerfHeapScan_Options).
     var signalNumber: Int32 = 0
     var parkTimeoutMilliseconds: Int32 = 500
-    /// Fill `rootSources` (the root word that keeps each root block alive).
-    var recordRootSources = false
+    /// Fill `rootSources` (the root word that keeps each root block alive): what a
+    /// retainer path starts from (8 bytes a block).
+    var recordRootSources = true
     /// Whether the calling thread's stack and registers are roots (see
     /// `CPerfHeapScan_Options.skipCallerStack`).
     var scanCallerStack = true

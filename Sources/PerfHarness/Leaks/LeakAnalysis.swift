@@ -203,11 +203,11 @@ enum LeakAnalysis {
         }
       }
     }
-    markReachable(
-      from: (0..<nodeCount).filter {
-        HeapGraph.isRoot(graph.marks[$0]) || graph.isHolder($0) || HeapGraph.isFreed(graph.marks[$0])
-          || (!notJudged.isEmpty && notJudged.contains(block($0).address))
-      }.map { UInt32($0) })
+    let rootNodes = (0..<nodeCount).filter {
+      HeapGraph.isRoot(graph.marks[$0]) || graph.isHolder($0) || HeapGraph.isFreed(graph.marks[$0])
+        || (!notJudged.isEmpty && notJudged.contains(block($0).address))
+    }.map { UInt32($0) }
+    markReachable(from: rootNodes)
 
     // Stacks are symbolized once per stack id.
     let symbolizing = AllocationsAnalysis()
@@ -396,6 +396,10 @@ enum LeakAnalysis {
     }
     cycles.sort { ($0.instances, $0.nodes.count) > ($1.instances, $1.nodes.count) }
 
+    let retainers = describeRetainers(
+      graph: graph, roots: rootNodes, keepsAlive: { edgeKind[$0].keepsAlive }, block: block,
+      category: { categories[Int(nodeCategory[$0])] }, namer: &namer, symbolizer: symbolizer)
+
     return LeaksReport(
       leakedCount: leaked.count, leakedBytes: leakedBytes, rootLeaks: rootLeaks,
       indirectLeakCount: indirectCount, indirectLeakBytes: indirectBytes,
@@ -406,7 +410,107 @@ enum LeakAnalysis {
       holderCount: nodeCount - graph.recordedCount, scannerBytes: graph.scannerBytes,
       staleRootWords: graph.staleWords, blocksFreedBeforeScan: graph.freedBlocks, freesNotLogged: graph.freesNotLogged,
       edgeCount: graph.edgeCount,
-      suppressedCount: suppressedCount, suppressedBytes: suppressedBytes)
+      suppressedCount: suppressedCount, suppressedBytes: suppressedBytes, retainers: retainers)
+  }
+
+  /// Types whose retainers a report keeps, the program's own first.
+  static let retainerTypeLimit = 50
+  /// Instances of a type whose paths are read.
+  static let retainerInstanceLimit = 200
+  /// Distinct paths kept per type.
+  static let retainerPathLimit = 3
+
+  /// The shortest paths from a root to the reachable instances of each Swift class and
+  /// closure context allocated while recording.
+  static func describeRetainers(
+    graph: HeapGraph, roots: [UInt32], keepsAlive: (Int) -> Bool, block: (Int) -> RecordedBlock,
+    category: (Int) -> AllocationCategory, namer: inout EdgeNamer, symbolizer: Symbolizer?
+  ) -> [LeaksReport.Retainers] {
+    let paths = RetainerPaths(graph: graph, seeds: roots, keepsAlive: keepsAlive)
+    var nodesByType: [String: [Int]] = [:]
+    var isApp: [String: Bool] = [:]
+    for node in 0..<graph.nodeCount where !graph.isHolder(node) && paths.parentEdge[node] != -2 {
+      let kind = category(node).kind
+      guard kind == .swiftClass || kind == .closureContext, !HeapGraph.isFreed(graph.marks[node]) else { continue }
+      nodesByType[category(node).name, default: []].append(node)
+      isApp[category(node).name] = category(node).isApp
+    }
+    let types = nodesByType.keys.sorted {
+      (isApp[$0] == true ? 0 : 1, -nodesByType[$0]!.count, $0) < (
+        isApp[$1] == true ? 0 : 1, -nodesByType[$1]!.count, $1
+      )
+    }.prefix(retainerTypeLimit)
+
+    // Which node holds an address (holders are nodes too), by binary search in address order.
+    func holderNode(containing address: UInt) -> Int? {
+      var low = 0
+      var high = graph.nodeCount
+      while low < high {
+        let middle = (low + high) / 2
+        if block(middle).address <= address { low = middle + 1 } else { high = middle }
+      }
+      guard low > 0, address < block(low - 1).address + UInt(max(block(low - 1).size, 1)) else { return nil }
+      return low - 1
+    }
+    var rootCache: [Int: LeaksReport.Retainers.Root] = [:]
+    func root(of node: Int) -> LeaksReport.Retainers.Root {
+      if let known = rootCache[node] { return known }
+      let mark = graph.marks[node]
+      let source = graph.rootSources.isEmpty ? 0 : graph.rootSources[node]
+      var root: LeaksReport.Retainers.Root
+      if graph.isHolder(node) {
+        root = .init(kind: "older block", name: category(node).name)
+      } else if source != 0, let holder = holderNode(containing: source), graph.isHolder(holder) {
+        root = .init(kind: "older block", name: category(holder).name)
+      } else if mark & UInt8(CPerfHeapScan_MarkGlobalRoot) != 0,
+        mark & UInt8(CPerfHeapScan_MarkStackRoot) == 0 || (source != 0 && symbolizer?.globalName(at: source) != nil)
+      {
+        root = .init(kind: "global", name: source == 0 ? nil : symbolizer?.globalName(at: source))
+      } else {
+        root = .init(kind: "stack", name: nil)
+      }
+      rootCache[node] = root
+      return root
+    }
+
+    var result: [LeaksReport.Retainers] = []
+    for type in types {
+      let nodes = nodesByType[type]!
+      var byPath: [LeaksReport.Retainers.Path] = []
+      var index: [String: Int] = [:]
+      for node in nodes.prefix(retainerInstanceLimit) {
+        let chain = paths.path(to: node)
+        guard let first = chain.first else { continue }
+        var steps: [LeaksReport.Retainers.Step] = []
+        var previous: Int?
+        for (step, edge) in chain {
+          var reference: String?
+          if let edge, let previous {
+            let offset = Int(graph.edgeOffset[edge] & UInt32(CPerfHeapScan_EdgeOffsetMask))
+            reference =
+              namer.name(
+                for: block(previous), category: category(previous), offset: offset, graph: graph, node: previous)
+              ?? "+\(offset)"
+          }
+          steps.append(.init(type: category(step).name, reference: reference))
+          previous = step
+        }
+        let path = LeaksReport.Retainers.Path(root: root(of: first.node), steps: steps, instances: 1)
+        let key = "\(path.root)|\(steps.map { "\($0.reference ?? "")>\($0.type)" })"
+        if let known = index[key] {
+          byPath[known].instances += 1
+        } else {
+          index[key] = byPath.count
+          byPath.append(path)
+        }
+      }
+      byPath.sort { ($0.instances, -$0.steps.count) > ($1.instances, -$1.steps.count) }
+      result.append(
+        LeaksReport.Retainers(
+          type: type, instances: nodes.count, examined: min(nodes.count, retainerInstanceLimit),
+          paths: Array(byPath.prefix(retainerPathLimit))))
+    }
+    return result
   }
 
   /// One step of a reported cycle: a node and the edge to the next node.

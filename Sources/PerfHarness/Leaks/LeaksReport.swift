@@ -54,6 +54,10 @@ public struct LeaksReport: Codable, Sendable, Equatable {
   /// Leak checks made while the scenario ran (at marks with `--leak-check-at-marks`, or
   /// where the scenario called `checkLeaks`), in order. Nil when none was made.
   public var checks: [Check]?
+  /// "Why is it still alive?": per Swift type with instances allocated while recording and
+  /// still reachable at its end (the program's own types first), the shortest paths from a
+  /// root to them. Nil in reports written before this key existed.
+  public var retainers: [Retainers]? = nil
 
   /// The memory graph built in the middle of a run: what had leaked by then.
   public struct Check: Codable, Sendable, Equatable {

@@ -102,6 +102,19 @@ final class Symbolizer {
     }
   }
 
+  /// The global variable (or any symbol) covering a data address, demangled: what a heap
+  /// scan's global root is called. `image+0x…` where the image has no symbol there, nil
+  /// outside every image.
+  func globalName(at address: UInt) -> String? {
+    Symbolizer.libdw.withLock { _ -> String? in
+      var path: UnsafePointer<CChar>?
+      let name = CPerfSymbols_dataSymbol(session, UInt64(address), &path).map { String(cString: $0) }
+      guard let path else { return nil }
+      if let name { return demangleSymbolName(name).map(SymbolName.simplified) ?? name }
+      return (String(cString: path).split(separator: "/").last.map(String.init) ?? "?") + " (no symbol)"
+    }
+  }
+
   /// The frames for one code address, innermost first. Every element but the last is a
   /// function inlined into the element after it; the last one is the real function whose
   /// code holds the address. Never empty.

@@ -203,6 +203,25 @@ extension HTMLReport {
         more(l.rootLeaks, 500) : '<p class="muted">None.</p>');
       html += '<h3>Indirect leaks</h3>' + ((l.indirectLeaks || []).length ? table(leakColumns, l.indirectLeaks, 500) +
         more(l.indirectLeaks, 500) : '<p class="muted">None.</p>');
+      if ((l.retainers || []).length) {
+        // Xcode's memory graph answers this by clicking an instance; here every type alive at
+        // the end shows the shortest paths from a root to its instances.
+        html += '<h3 id="retainers">Why is it still alive?</h3>' + table([
+          { title: 'Type', html: function (r) { return esc(r.type); } },
+          { title: 'Alive', num: true, html: function (r) { return int(r.instances); } },
+          { title: 'Shortest paths from a root', html: function (r) {
+            return (r.paths || []).map(function (p) {
+              var root = p.root.kind === 'global' ? 'global ' + (p.root.name || '?')
+                : p.root.kind === 'older block' ? (p.root.name || 'a block') + ' allocated before the recording'
+                : "a thread's stack or registers";
+              return '<div class="retainer-path">' + int(p.instances) + ' of ' + int(r.examined) + ': ' +
+                [esc(root)].concat(p.steps.map(function (s) {
+                  return (s.reference ? '<span class="mod">(' + esc(s.reference) + ')</span> ' : '') + esc(s.type);
+                })).join(' → ') + '</div>';
+            }).join('');
+          } },
+        ], l.retainers, 100) + more(l.retainers, 100);
+      }
       if ((l.checks || []).length) {
         html += '<h3>Leak checks during the run</h3>' + table([
           { title: 'Check', html: function (c) { return esc(c.label); } },

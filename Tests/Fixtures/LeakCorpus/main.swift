@@ -59,4 +59,38 @@ let scenarios = [
   },
 ]
 
-PerfHarnessCLI.main(scenarios: scenarios)
+/// A shape leaked once per iteration, with a step and a mark (a long label: a heap string
+/// the harness keeps) between instances, as a program's drill-downs would.
+func shapeCase(_ name: String, _ make: @escaping @Sendable (Int) -> Void) -> Scenario {
+  Scenario(name, summary: "one \(name) leaked per iteration", variants: [.starter], defaultIterations: 10) {
+    context in
+    for index in 1...context.iterations {
+      context.step("leak one \(name)") { make(index) }
+      context.markGeneration("After leaking \(name) number \(index)")
+    }
+  }
+}
+
+let shapes = [
+  shapeCase("shape-closure-capturing-self-and-value", LeakShapes.closureCapturingSelfAndValue),
+  shapeCase("shape-linked-nodes", LeakShapes.linkedNodes),
+  shapeCase("shape-three-object-ring", LeakShapes.threeObjectRing),
+  shapeCase("shape-strong-delegate", LeakShapes.strongDelegate),
+  shapeCase("shape-array-of-closures", LeakShapes.arrayOfClosures),
+  Scenario(
+    "shape-dispatch-workers", summary: "one closure cycle per iteration, made on Dispatch's worker threads",
+    variants: [.starter], defaultIterations: 10
+  ) { context in
+    context.step("leak on the workers") { LeakShapes.cyclesOnDispatchWorkers(context.iterations) }
+    context.markGeneration("After the workers leaked \(context.iterations) cycles")
+  },
+  Scenario(
+    "shape-task-group", summary: "one linked-node cycle per iteration, made in a task group's child tasks",
+    variants: [.starter], defaultIterations: 10
+  ) { (context: ScenarioContext) async in
+    await context.step("leak in child tasks") { await LeakShapes.cyclesInTaskGroup(context.iterations) }
+    context.markGeneration("After the child tasks leaked \(context.iterations) cycles")
+  },
+]
+
+PerfHarnessCLI.main(scenarios: scenarios + shapes)

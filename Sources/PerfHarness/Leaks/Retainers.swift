@@ -1,0 +1,118 @@
+import CPerfHeapScan
+
+extension LeaksReport {
+  /// "Why is it still alive?" for one type, as Xcode's memory graph answers it: the shortest
+  /// paths from a root (a global, a thread's stack, a block older than the recording) to
+  /// its instances that were allocated while recording and are still reachable at its end.
+  public struct Retainers: Codable, Sendable, Equatable {
+    public var type: String
+    /// Instances allocated while recording and reachable at its end.
+    public var instances: Int
+    /// How many of them the paths were read for (the first ones in address order).
+    public var examined: Int
+    /// Distinct paths, most instances first.
+    public var paths: [Path]
+
+    public struct Path: Codable, Sendable, Equatable {
+      /// What holds the first block of `steps`.
+      public var root: Root
+      /// From the block the root points to, to the instance: each block's type and the
+      /// reference in the block before it that points to it (nil for the first).
+      public var steps: [Step]
+      /// Examined instances reached this way.
+      public var instances: Int
+    }
+
+    public struct Root: Codable, Sendable, Equatable {
+      /// "global", "stack" (a thread's stack or registers), "older block" (a heap block
+      /// allocated before the recording, which the scan keeps alive whatever holds it).
+      public var kind: String
+      /// The global's symbol, or the older block's type, where known.
+      public var name: String?
+    }
+
+    public struct Step: Codable, Sendable, Equatable {
+      public var type: String
+      /// Stored property name, "capture #k", "element", or "+offset" when unnamed.
+      public var reference: String?
+    }
+  }
+
+  /// The retainers of the types whose name (or unqualified name) is `type`.
+  public func retainers(of type: String) -> [Retainers] {
+    (retainers ?? []).filter { entry in
+      // "closure context" stands for every "closure context (captures: …)", as in the checks.
+      let base = entry.type.range(of: " (").map { String(entry.type[..<$0.lowerBound]) } ?? entry.type
+      return base == type || base.hasSuffix("." + type)
+    }
+  }
+}
+
+extension LeaksReport.Retainers {
+  /// One line per path: `3 of 3: global App.cache → App.Cache → (entries) App.Screen`.
+  public func textLines() -> [String] {
+    ["\(type): \(instances) alive at the end" + (examined < instances ? " (\(examined) examined)" : "")]
+      + paths.map { "  \($0.instances) of \(examined): \($0.chain)" }
+  }
+}
+
+extension LeaksReport.Retainers.Path {
+  /// `global App.cache → App.Cache → (entries) App.Screen`: the root, then each block with
+  /// the reference that points to it.
+  public var chain: String {
+    let start: String
+    switch root.kind {
+    case "global": start = "global " + (root.name ?? "?")
+    case "older block": start = (root.name ?? "a block") + " allocated before the recording"
+    default: start = "a thread's stack or registers"
+    }
+    return ([start] + steps.map { step in (step.reference.map { "(\($0)) " } ?? "") + step.type })
+      .joined(separator: " → ")
+  }
+}
+
+/// Shortest paths from the roots to the reachable blocks of a recording, breadth-first over
+/// the references that keep their target alive.
+struct RetainerPaths {
+  /// Per node: the edge from its parent on a shortest path, -1 for a root, -2 unreached.
+  private(set) var parentEdge: [Int32]
+  private var edgeSource: [UInt32]
+
+  init(graph: HeapGraph, seeds: [UInt32], keepsAlive: (Int) -> Bool) {
+    parentEdge = [Int32](repeating: -2, count: graph.nodeCount)
+    edgeSource = [UInt32](repeating: 0, count: graph.edgeCount)
+    for node in 0..<graph.nodeCount {
+      for edge in Int(graph.edgeStart[node])..<Int(graph.edgeStart[node + 1]) { edgeSource[edge] = UInt32(node) }
+    }
+    var queue = seeds
+    for seed in seeds { parentEdge[Int(seed)] = -1 }
+    var head = 0
+    while head < queue.count {
+      let node = Int(queue[head])
+      head += 1
+      for edge in Int(graph.edgeStart[node])..<Int(graph.edgeStart[node + 1]) where keepsAlive(edge) {
+        let target = Int(graph.edgeTarget[edge])
+        if parentEdge[target] == -2 {
+          parentEdge[target] = Int32(edge)
+          queue.append(UInt32(target))
+        }
+      }
+    }
+  }
+
+  /// The nodes from a root to `node`, with the edge into each (nil for the root's node).
+  func path(to node: Int, limit: Int = 64) -> [(node: Int, edge: Int?)] {
+    var steps: [(node: Int, edge: Int?)] = []
+    var current = node
+    while steps.count < limit {
+      let edge = parentEdge[current]
+      if edge < 0 {
+        steps.append((current, nil))
+        break
+      }
+      steps.append((current, Int(edge)))
+      current = Int(edgeSource[Int(edge)])
+    }
+    return steps.reversed()
+  }
+}
