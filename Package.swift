@@ -74,6 +74,8 @@ let package = Package(
     .executableTarget(
       name: "perfharness-leak-corpus-runner", dependencies: ["PerfHarness", "LeakCorpusCases"],
       path: "Tests/Fixtures/LeakCorpusRunner"),
+    // Threads in the states the leak scan must read right (a word left in a red zone).
+    .target(name: "HeapScanCases", path: "Tests/Fixtures/HeapScanCases"),
     // Code the sampler's unwinder must handle as libunwind does (a leaf without an FDE).
     .target(name: "UnwindCases", path: "Tests/Fixtures/UnwindCases"),
     .executableTarget(
@@ -102,7 +104,7 @@ let package = Package(
     .testTarget(
       name: "PerfHarnessTests",
       dependencies: [
-        "PerfHarness", "LeakCorpusCases", "UnwindCases",
+        "PerfHarness", "LeakCorpusCases", "UnwindCases", "HeapScanCases",
         .product(name: "PropertyBased", package: "swift-property-based"),
       ]),
     .testTarget(name: "PerfReportsTests", dependencies: ["PerfReports"]),

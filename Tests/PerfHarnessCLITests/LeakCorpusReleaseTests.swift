@@ -122,6 +122,21 @@ struct LeakCorpusReleaseTests {
     #expect(found == Array(repeating: 10, count: 6))
   }
 
+  /// The shapes of cycles programs outside this project leak (closures capturing self and
+  /// a value, linked nodes, rings, delegates, arrays of closures, made on the main thread,
+  /// Dispatch workers and in task groups), each in its own process, in both builds, with
+  /// and without the Time Profiler: every instance and nothing else in every run.
+  /// `make leak-corpus` runs the same for as many runs as asked (RUNS, default 50).
+  @Test("every shape of leaked cycle, in every run, both builds, with and without the Time Profiler")
+  func shapesInEveryRun() throws {
+    let runner = try BuiltBinary("perfharness-leak-corpus-runner")
+    let result = try runner.run(["--runs", "2"])
+    #expect(result.status == 0, "\(result.standardOutput)\n\(result.standardError)")
+    #expect(result.standardOutput.contains("every run exact"))
+    // 7 shapes x 2 builds x 2 instrument sets.
+    #expect(result.standardOutput.split(separator: "\n").filter { $0.hasPrefix("shape-") }.count == 28)
+  }
+
   /// Xcode's memory graph answers "why is this still alive?"; so do a failing
   /// max-persistent check and `perfharness report --retainers`, from the stored report.
   @Test("why is it still alive: the path from the global, in a failing check and in report --retainers")

@@ -1,0 +1,16 @@
+#ifndef HEAP_SCAN_CASES_H
+#define HEAP_SCAN_CASES_H
+#include <stdint.h>
+
+// Threads in the states the leak scan must read right, for the leaks corpus tests.
+
+/// Starts a thread that keeps `word` only in its red zone (64 bytes below its stack
+/// pointer; no register, no other copy) and blocks in read(2) on a pipe: the shape of an
+/// idle Dispatch worker whose finished block left the last object it made below its stack
+/// pointer. Returns once the thread is blocked in the system call, or NULL on failure.
+void *_Nullable HeapScanCases_blockWithWordInRedZone(uint64_t word);
+
+/// Wakes the thread `handle` names and joins it. Returns 0 on success.
+int HeapScanCases_release(void *_Nullable handle);
+
+#endif
