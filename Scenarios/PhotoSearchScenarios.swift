@@ -55,7 +55,9 @@ public enum PhotoSearchScenarios {
   public static let closureRetainCycles = Scenario(
     "closure-retain-cycles",
     summary: "Drill into a search and back N times, toggling the heart on a few cells each time",
-    defaultIterations: 5
+    defaultIterations: 5,
+    // The tutorial's third finding is a retain cycle: only the memory graph shows it.
+    instruments: [.time, .allocations, .leaks]
   ) { context in
     let app = try launchApp(context)
     context.step("search") { app.search("dog") }

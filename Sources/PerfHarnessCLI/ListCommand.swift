@@ -15,14 +15,19 @@ struct ListCommand: ParsableCommand {
       output +=
         "  \(String(repeating: " ", count: width))  variants: "
         + scenario.variants.map(\.rawValue).joined(separator: ", ")
-        + " (default \(scenario.variants[0])) · iterations: \(scenario.defaultIterations)\n"
+        + " (default \(scenario.variants[0])) · iterations: \(scenario.defaultIterations)"
+        + " · instruments: \(scenario.instruments.isEmpty ? "none" : scenario.instruments.map(\.rawValue).joined(separator: ","))\n"
     }
     output += "Instruments:\n"
     for instrument in Instrument.allCases {
+      let declaring = catalog.scenarios.filter { $0.instruments.contains(instrument) }.map(\.name)
       let state =
-        Instrument.defaults.contains(instrument)
-        ? "on by default"
-        : Instrument.available.contains(instrument) ? "opt-in (--instruments)" : "not in this build yet"
+        !Instrument.available.contains(instrument)
+        ? "not in this build yet"
+        : Instrument.defaults.contains(instrument)
+          ? "on by default"
+          : declaring.isEmpty
+            ? "opt-in (--instruments)" : "opt-in (--instruments); declared by \(declaring.joined(separator: ", "))"
       output += "  \(instrument.rawValue): \(state)\n"
     }
     print(output, terminator: "")

@@ -66,7 +66,11 @@ struct ReportCommand: ParsableCommand {
     let (report, json) = try StoredReport.readWithJSON(file)
     if let html {
       // The file's own JSON, not a re-encoding: keys this model does not know still render.
-      try write(Data(HTMLReport.render(reportJSON: json, title: HTMLReport.title(of: report)).utf8), to: html)
+      try write(
+        Data(
+          HTMLReport.render(
+            reportJSON: json, title: HTMLReport.title(of: report), findings: Findings.of(report)
+          ).utf8), to: html)
     }
     var summary = report
     if filter != nil { summary.allocations = nil }

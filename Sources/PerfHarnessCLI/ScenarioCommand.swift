@@ -53,14 +53,16 @@ struct ScenarioCommand: ParsableCommand {
     }
   }
 
-  /// With `--check` and no `--instruments`, what the scenario's thresholds need: the
-  /// defaults plus whatever a limit needs (leaks, for the leak limits). Instruments named
-  /// on the command line are kept as given: a limit they cannot measure fails as not measured.
+  /// Without `--instruments`, what the scenario declares it needs, plus with `--check`
+  /// whatever a limit needs (leaks, for the leak limits). Instruments named on the command
+  /// line are kept as given: a limit they cannot measure fails as not measured.
   private func options(for scenario: Scenario) throws -> ScenarioOptions {
-    guard checks.check, options.instruments == nil, options.childResult == nil else { return options }
-    let chosen = Set(Instrument.defaults).union(try checks.thresholds(for: scenario).requiredInstruments)
+    guard options.instruments == nil, options.childResult == nil else { return options }
+    var chosen = Set(scenario.instruments)
+    if checks.check { chosen.formUnion(try checks.thresholds(for: scenario).requiredInstruments) }
     var adjusted = options
-    adjusted.instruments = Instrument.allCases.filter(chosen.contains).map(\.rawValue).joined(separator: ",")
+    adjusted.instruments =
+      chosen.isEmpty ? "none" : Instrument.allCases.filter(chosen.contains).map(\.rawValue).joined(separator: ",")
     return adjusted
   }
 
@@ -118,6 +120,7 @@ struct ScenarioCommand: ParsableCommand {
         report.comparison = comparison
         if report.status == .passed && !comparison.passed { report.status = .failed }
       }
+      report.checked = checks.check || baseline != nil
       let path = try ReportWriter(directory: options.output).write(report)
       switch options.format {
       case .text:

@@ -17,7 +17,7 @@ struct ScenarioOptions: ParsableArguments {
 
   @Option(
     help: ArgumentHelp(
-      "Comma-separated instruments: time, allocations, leaks, or none (default: time,allocations).",
+      "Comma-separated instruments: time, allocations, leaks, or none (default: what each scenario declares; see 'list').",
       valueName: "list"))
   var instruments: String?
 
@@ -84,9 +84,12 @@ struct ScenarioOptions: ParsableArguments {
       throw ValidationError("--sample-rate must be between 1 and 10000 Hz, got \(sampleRate)")
     }
     let instruments = try parsedInstruments()
-    if leakCheckAtMarks && !instruments.contains(.leaks) {
+    // Without --instruments each scenario records what it declares.
+    let lacking = instruments == nil ? scenarios.filter { !$0.instruments.contains(.leaks) }.map(\.name) : []
+    if leakCheckAtMarks && (instruments.map { !$0.contains(.leaks) } ?? !lacking.isEmpty) {
+      let which = lacking.isEmpty ? "" : " (not declared by \(lacking.joined(separator: ", ")))"
       throw ValidationError(
-        "--leak-check-at-marks needs the leaks instrument: add leaks to --instruments (e.g. --instruments allocations,leaks)"
+        "--leak-check-at-marks needs the leaks instrument\(which): add leaks to --instruments (e.g. --instruments allocations,leaks)"
       )
     }
     _ = try parsedSuppressions()
@@ -107,8 +110,9 @@ struct ScenarioOptions: ParsableArguments {
     }
   }
 
-  func parsedInstruments() throws -> Set<Instrument> {
-    guard let instruments else { return Set(Instrument.defaults) }
+  /// nil when `--instruments` was not given: each scenario then records its own.
+  func parsedInstruments() throws -> Set<Instrument>? {
+    guard let instruments else { return nil }
     if instruments == "none" { return [] }
     var result: [Instrument] = []
     for name in instruments.split(separator: ",", omittingEmptySubsequences: false) {
@@ -130,7 +134,8 @@ struct ScenarioOptions: ParsableArguments {
 
   var recordingConfiguration: RecordingConfiguration {
     var configuration = RecordingConfiguration(
-      instruments: (try? parsedInstruments()) ?? [], sampleRateHz: sampleRate, clock: clock,
+      instruments: ((try? parsedInstruments()) ?? nil) ?? Set(Instrument.defaults), sampleRateHz: sampleRate,
+      clock: clock,
       memoryWarningAtEnd: memoryWarning, allocationStacks: !noAllocationStacks,
       leakSuppressions: (try? parsedSuppressions()) ?? .none)
     configuration.leakCheckAtMarks = leakCheckAtMarks

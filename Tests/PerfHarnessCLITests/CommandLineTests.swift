@@ -13,6 +13,40 @@ struct CommandLineTests {
       #expect(result.standardOutput.contains(name))
     }
     #expect(result.standardOutput.contains("variants: starter, fixed"))
+    // Each scenario's own instruments: the retain-cycle scenario needs the memory graph.
+    let lines = result.standardOutput.split(separator: "\n").map(String.init)
+    let cycles = try #require(lines.firstIndex { $0.contains("closure-retain-cycles") })
+    #expect(lines[cycles + 1].hasSuffix("instruments: time,allocations,leaks"), "\(lines[cycles + 1])")
+    let drillDowns = try #require(lines.firstIndex { $0.contains("search-drill-downs") })
+    #expect(lines[drillDowns + 1].hasSuffix("instruments: time,allocations"), "\(lines[drillDowns + 1])")
+  }
+
+  @Test("a scenario records the instruments it declares; --instruments replaces them")
+  func declaredInstruments() throws {
+    let directory = try temporaryDirectory()
+    defer { try? FileManager.default.removeItem(at: directory) }
+    func instruments(_ extra: [String]) throws -> [String] {
+      let run = try perfharness.run(
+        ["scenario", "closure-retain-cycles", "--iterations", "1", "--output", directory.path] + extra)
+      #expect(run.status == 0, "\(run.standardError)")
+      if extra.isEmpty {
+        // The summary opens with what the run found: the cycle the tutorial is about, by type.
+        let lines = run.standardOutput.split(separator: "\n").map(String.init)
+        #expect(lines.count > 4 && lines[1] == "  Findings:", "\(lines.prefix(3))")
+        #expect(lines.contains { $0.hasPrefix("    · Heaviest program function: ") })
+        #expect(
+          lines.contains { $0.hasPrefix("    ! ") && $0.contains("leaked blocks") && $0.contains("1 retain cycle × 1") }
+        )
+        #expect(lines.contains { $0.contains("cycle × 1: ") && $0.contains("closure context") })
+      }
+      let report = try JSONSerialization.jsonObject(
+        with: Data(contentsOf: directory.appendingPathComponent("closure-retain-cycles/starter/report.json")))
+      let scenario = (report as? [String: Any])?["scenario"] as? [String: Any]
+      #expect((report as? [String: Any])?["leaks"] != nil || !extra.isEmpty)
+      return scenario?["instruments"] as? [String] ?? []
+    }
+    #expect(try instruments([]) == ["time", "allocations", "leaks"])
+    #expect(try instruments(["--instruments", "time"]) == ["time"])
   }
 
   @Test(
@@ -27,7 +61,11 @@ struct CommandLineTests {
       (["scenario", "closure-retain-cycles", "--sample-rate", "1000000"], ["1000000"]),
       (["scenario", "closure-retain-cycles", "--instruments", "time,cpu"], ["cpu", "time, allocations, leaks"]),
       (["scenario", "--no-such-flag"], ["--no-such-flag"]),
-      (["scenario", "closure-retain-cycles", "--leak-check-at-marks"], ["--leak-check-at-marks", "leaks"]),
+      (["scenario", "search-drill-downs", "--leak-check-at-marks"], ["--leak-check-at-marks", "leaks"]),
+      (
+        ["scenario", "search-drill-downs", "--leak-check-at-marks", "--instruments", "time"],
+        ["--leak-check-at-marks", "leaks"]
+      ),
       (["frobnicate"], ["frobnicate"]),
     ])
   func badInput(arguments: [String], mentions: [String]) throws {
@@ -48,7 +86,9 @@ struct CommandLineTests {
       "--output", directory.path,
     ])
     #expect(result.status == 0, "\(result.standardError)")
-    #expect(result.standardOutput.contains("closure-retain-cycles [fixed, 2 iterations]: passed"))
+    // Nothing judged the run: it finished, which is not the same as passing.
+    #expect(result.standardOutput.contains("closure-retain-cycles [fixed, 2 iterations]: no checks"))
+    #expect(result.standardOutput.contains("No checks ran"))
     #expect(result.standardError.isEmpty, "no progress on stderr when it is not a terminal")
     let reportURL = directory.appendingPathComponent("closure-retain-cycles/fixed/report.json")
     let report = try JSONSerialization.jsonObject(with: Data(contentsOf: reportURL)) as? [String: Any]
@@ -58,6 +98,7 @@ struct CommandLineTests {
     #expect(scenario?["variant"] as? String == "fixed")
     #expect(scenario?["iterations"] as? Int == 2)
     #expect(report?["status"] as? String == "passed")
+    #expect(report?["checked"] as? Bool == false)
     let steps = report?["steps"] as? [[String: Any]] ?? []
     #expect(steps.map { $0["name"] as? String } == ["search", "drill in, toggle hearts, back"])
     #expect(steps.last?["count"] as? Int == 2)
@@ -108,7 +149,7 @@ struct ExampleExecutableTests {
     defer { try? FileManager.default.removeItem(at: directory) }
     let run = try example.run(["scenario", "--iterations", "2", "--output", directory.path])
     #expect(run.status == 0, "\(run.standardError)")
-    #expect(run.standardOutput.contains("inventory-restocking [starter, 2 iterations]: passed"))
+    #expect(run.standardOutput.contains("inventory-restocking [starter, 2 iterations]: no checks"))
     #expect(run.standardOutput.contains("Restock 2"))
     let unknown = try example.run(["scenario", "search-drill-downs"])
     #expect(unknown.status == 64)

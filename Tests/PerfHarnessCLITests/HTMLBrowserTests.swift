@@ -56,6 +56,17 @@ struct HTMLBrowserTests {
       #expect(selfTest.dom.contains(htmlEscaped(entry.type)), "\(entry.type)")
     }
 
+    // The page leads with the findings, each instrument's, and the status says nothing was checked.
+    #expect(selfTest.sections.first == "findings")
+    for kind in ["time", "allocations", "leaks", "checks"] {
+      #expect(selfTest.dom.contains(#"data-kind="\#(kind)""#), "finding \(kind)")
+    }
+    #expect(selfTest.dom.contains(#"class="badge no-checks""#))
+    #expect(!selfTest.dom.contains(#"class="badge passed""#))
+    if let cycle = report.leaks?.cycles.first {
+      #expect(selfTest.dom.contains("cycle × \(cycle.instances)"))
+    }
+
     let profile = try #require(report.timeProfile?.profile)
     let none = try #require(selfTest.states["none"])
     #expect(none.rowCount > 1 && none.flameRects > 1)

@@ -10,7 +10,8 @@ public enum Instrument: String, CaseIterable, Sendable, Codable {
   /// The instruments this build can record.
   public static var available: [Instrument] { [.time, .allocations, .leaks] }
 
-  /// What runs without `--instruments`. The leaks instrument is opt-in: a conservative
+  /// What a scenario records when it declares nothing else (`Scenario(instruments:)`) and
+  /// `--instruments` is not given. The leaks instrument is opt-in: a conservative
   /// scan can still, rarely, find a stale word that keeps a leaked cycle looking
   /// reachable, and its analysis costs up to a second per run in debug builds.
   public static var defaults: [Instrument] { [.time, .allocations] }

@@ -24,6 +24,10 @@ public struct Report: Codable, Sendable {
   public var crash: CrashInfo?
   /// This run against a stored report, when run with `--baseline`.
   public var comparison: BaselineComparison? = nil
+  /// Whether anything judged the run (`--check`, `--baseline`). `status` stays `passed`
+  /// for a run nobody judged (the key's values are a contract); this key says that
+  /// `passed` then means only "ran to the end". nil in reports written before the key.
+  public var checked: Bool? = nil
 
   public static let currentSchemaVersion = 1
 
@@ -70,6 +74,17 @@ extension Report {
       scenario: .init(name: scenario, variant: variant, iterations: iterations, instruments: instruments),
       status: .crashed, error: error, wallTimeMilliseconds: wallTimeMilliseconds, steps: [], marks: [], checks: [],
       timeProfile: nil, allocations: nil, leaks: nil, crash: crash)
+  }
+}
+
+extension Report {
+  /// Whether a check or a baseline judged the run; inferred for reports without `checked`.
+  public var wasChecked: Bool { checked ?? (!checks.isEmpty || comparison != nil) }
+
+  /// What a person reads as the outcome: `status`, but `no checks` for a run that finished
+  /// with nothing judging it, so a leaking run is never shown as `passed` on its own say-so.
+  public var verdict: String {
+    status == .passed && !wasChecked ? "no checks" : status.rawValue
   }
 }
 

@@ -15,16 +15,25 @@ public struct Scenario: Sendable {
   public let variants: [ScenarioVariant]
   /// Iterations when `--iterations` is not given.
   public let defaultIterations: Int
+  /// The instruments a run records when `--instruments` is not given: what the scenario
+  /// needs to show what it was written to show (a scenario about a retain cycle needs
+  /// `leaks`, which is not on by default). In `Instrument.allCases` order.
+  public var instruments: [Instrument] {
+    Instrument.allCases.enumerated().filter { instrumentBits & (1 << $0.offset) != 0 }.map(\.element)
+  }
+  private let instrumentBits: UInt8
   let body: Body
 
   /// - Parameters:
   ///   - name: lowercase letters, digits and `-`, as typed after `perfharness scenario`.
   ///   - variants: the variants it can run; the first is the default.
   ///   - defaultIterations: how many times the scenario repeats its core step by default.
+  ///   - instruments: what a run records without `--instruments` (default: time and
+  ///     allocations); an explicit `--instruments` replaces it.
   ///   - body: drives the code under test on the main thread.
   public init(
     _ name: String, summary: String, variants: [ScenarioVariant] = [.starter, .fixed],
-    defaultIterations: Int = 5, body: @escaping Body
+    defaultIterations: Int = 5, instruments: Set<Instrument> = Set(Instrument.defaults), body: @escaping Body
   ) {
     precondition(Scenario.isValidName(name), "scenario names use lowercase letters, digits and '-': \(name)")
     precondition(!variants.isEmpty, "a scenario needs at least one variant")
@@ -33,6 +42,9 @@ public struct Scenario: Sendable {
     self.summary = summary
     self.variants = variants
     self.defaultIterations = defaultIterations
+    self.instrumentBits = Instrument.allCases.enumerated().reduce(0) {
+      instruments.contains($1.element) ? $0 | (1 << $1.offset) : $0
+    }
     self.body = body
   }
 
@@ -43,9 +55,11 @@ public struct Scenario: Sendable {
   /// cooperative pool's threads run as in an app; the run ends when the task does.
   public init(
     _ name: String, summary: String, variants: [ScenarioVariant] = [.starter, .fixed],
-    defaultIterations: Int = 5, body: @escaping AsyncBody
+    defaultIterations: Int = 5, instruments: Set<Instrument> = Set(Instrument.defaults), body: @escaping AsyncBody
   ) {
-    self.init(name, summary: summary, variants: variants, defaultIterations: defaultIterations) { context in
+    self.init(
+      name, summary: summary, variants: variants, defaultIterations: defaultIterations, instruments: instruments
+    ) { context in
       try MainThreadTask.runToCompletion { try await body(context) }
     }
   }

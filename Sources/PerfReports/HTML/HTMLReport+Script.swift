@@ -59,7 +59,14 @@ extension HTMLReport {
     function percent(part, whole) { return whole > 0 ? fixed(part / whole * 100, 1) + '%' : '—'; }
     function badge(status) {
       var word = status === true ? 'passed' : status === false ? 'failed' : String(status);
-      return '<span class="badge ' + esc(word) + '">' + esc(word) + '</span>';
+      return '<span class="badge ' + esc(word.replace(/ /g, '-')) + '">' + esc(word) + '</span>';
+    }
+    // `passed` only says the run finished unless a check or a baseline judged it (`checked`;
+    // reports older than that key: whether they hold checks or a comparison).
+    function verdict() {
+      var checked = typeof report.checked === 'boolean' ? report.checked
+        : !!((report.checks || []).length || report.comparison);
+      return report.status === 'passed' && !checked ? 'no checks' : report.status;
     }
     function facts(pairs) {
       return '<dl class="facts">' + pairs.filter(function (p) { return p[1] !== undefined && p[1] !== null; })
@@ -122,7 +129,7 @@ extension HTMLReport {
         }
       }
       html += '<div class="columns"><div>' + facts([
-        ['Status', badge(report.status)],
+        ['Status', badge(verdict())],
         ['Scenario', esc(s.name) + ' <span class="muted">variant</span> ' + esc(s.variant)],
         ['Iterations', int(s.iterations)],
         ['Instruments', esc((s.instruments || []).join(', ') || 'none')],
@@ -163,6 +170,18 @@ extension HTMLReport {
         { title: 'Detail', html: function (c) { return esc(c.detail || ''); } },
       ], checks) : '<p class="muted">No checks ran (pass --check or a thresholds file).</p>');
       return html;
+    }
+    // What the run found, before the tables it was read from (Findings.of in PerfReports).
+    function findingsHTML() {
+      var block = $('report-findings');
+      if (!block) return null;
+      var findings = JSON.parse(block.textContent);
+      return '<p>' + badge(verdict()) + '</p><ul class="findings">' + findings.map(function (f) {
+        return '<li class="finding ' + esc(f.kind) + (f.isProblem ? ' problem' : '') + '" data-kind="' + esc(f.kind) +
+          '"><span class="kind">' + esc(f.kind) + '</span> ' + esc(f.summary) + (f.details && f.details.length
+          ? '<ul>' + f.details.map(function (d) { return '<li>' + esc(d) + '</li>'; }).join('') + '</ul>' : '') +
+          '</li>';
+      }).join('') + '</ul>';
     }
     // Byte-valued checks read better as sizes; counts stay numbers.
     function checkValue(name, value) {
@@ -229,6 +248,7 @@ extension HTMLReport {
   /// Draws the sections in order, records the render time and runs the `#selftest` hook.
   static let scriptMain = #"""
     // ---- Drawing the page, timing it, and the #selftest hook. ----
+    section('findings', 'Findings', findingsHTML);
     section('summary', 'Run summary', summaryHTML);
     section('comparison', 'Baseline comparison', comparisonHTML);
     if (report.timeProfile && report.timeProfile.profile) {
@@ -257,7 +277,7 @@ extension HTMLReport {
     // the page shows, then writes it all, with every error seen, into #selftest-result as JSON.
     function selfTest() {
       var result = { problems: problems, sections: [], states: {}, renderedMs: renderedAt };
-      ['summary', 'comparison', 'time-profile', 'allocations', 'leaks'].forEach(function (id) {
+      ['findings', 'summary', 'comparison', 'time-profile', 'allocations', 'leaks'].forEach(function (id) {
         if (!$(id).hidden) result.sections.push(id);
       });
       try {

@@ -21,7 +21,11 @@ extension HTMLReport {
     .badge { display: inline-block; padding: 1px 8px; border-radius: 9px; font-weight: 600; font-size: 12px;
       color: #fff; background: var(--muted); }
     .badge.passed { background: var(--pass); } .badge.failed { background: var(--fail); }
-    .badge.crashed { background: var(--warn); }
+    .badge.crashed { background: var(--warn); } .badge.no-checks { background: var(--muted); }
+    ul.findings { margin: 6px 0; padding-left: 18px; }
+    ul.findings > li { margin: 4px 0; } ul.findings > li.problem { color: var(--fail); font-weight: 600; }
+    ul.findings ul { font-weight: normal; color: var(--fg); font-size: 12px; }
+    .finding .kind { display: inline-block; min-width: 84px; color: var(--muted); font-weight: normal; }
     .columns { display: flex; gap: 12px 40px; flex-wrap: wrap; align-items: flex-start; }
     .facts { display: grid; grid-template-columns: max-content 1fr; gap: 2px 16px; margin: 8px 0; }
     .facts dt { color: var(--muted); } .facts dd { margin: 0; }

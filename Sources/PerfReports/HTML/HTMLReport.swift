@@ -21,7 +21,7 @@ public enum HTMLReport {
     rest.timeProfile?.profile.samples = []
     return try render(
       reportJSON: ReportJSON.encode(rest, pretty: false), samples: samples.isEmpty ? nil : compactSamples(samples),
-      title: title(of: report))
+      title: title(of: report), findings: Findings.of(report))
   }
 
   /// Renders a report's JSON as it is, keys the Swift model does not know included (a
@@ -29,11 +29,16 @@ public enum HTMLReport {
   /// - Parameters:
   ///   - reportJSON: the report, as `ReportJSON.encode` or `perfharness scenario` wrote it.
   ///   - title: the page's title (the scenario and variant).
-  public static func render(reportJSON: Data, title: String) throws -> String {
-    try render(reportJSON: reportJSON, samples: nil, title: title)
+  ///   - findings: what the page opens with (`Findings.of` the decoded report); none when nil.
+  public static func render(reportJSON: Data, title: String, findings: [Finding]? = nil) throws -> String {
+    try render(reportJSON: reportJSON, samples: nil, title: title, findings: findings)
   }
 
-  private static func render(reportJSON: Data, samples: String?, title: String) throws -> String {
+  private static func render(reportJSON: Data, samples: String?, title: String, findings: [Finding]?) throws
+    -> String
+  {
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
     var context: [String: Any] = [
       "title": title,
       "generator": "perfharness \(PerfHarnessVersion.current)",
@@ -41,6 +46,7 @@ public enum HTMLReport {
       "script": HTMLReport.script,
       "data": scriptSafeJSON(reportJSON),
     ]
+    if let findings { context["findings"] = scriptSafeJSON(try encoder.encode(findings)) }
     if let samples { context["samples"] = samples }
     return try template().render(context)
   }
@@ -139,6 +145,7 @@ public enum HTMLReport {
     <noscript><p class="error">This report draws its tables and charts with JavaScript; enable it to read \
     the report (the raw data is in the page source and in report.json).</p></noscript>
     <main>
+    <section id="findings" hidden></section>
     <section id="summary"></section>
     <section id="comparison" hidden></section>
     <section id="time-profile" hidden></section>
@@ -148,6 +155,7 @@ public enum HTMLReport {
     <pre id="selftest-result" hidden></pre>
     <script type="application/json" id="report-data">{{{data}}}</script>
     {{#samples}}<script type="application/json" id="profile-samples">{{{samples}}}</script>{{/samples}}
+    {{#findings}}<script type="application/json" id="report-findings">{{{findings}}}</script>{{/findings}}
     <script>
     {{{script}}}
     </script>

@@ -8,11 +8,12 @@ public enum RunSummaryText {
     let scenario = report.scenario
     let plural = scenario.iterations == 1 ? "iteration" : "iterations"
     lines.append(
-      "\(scenario.name) [\(scenario.variant), \(scenario.iterations) \(plural)]: \(report.status.rawValue) in \(formatMilliseconds(report.wallTimeMilliseconds))"
+      "\(scenario.name) [\(scenario.variant), \(scenario.iterations) \(plural)]: \(report.verdict) in \(formatMilliseconds(report.wallTimeMilliseconds))"
     )
     if let error = report.error {
       lines.append("  error: \(error)")
     }
+    lines.append(FindingsText.render(Findings.of(report)).trimmingCharacters(in: .newlines))
     if !report.steps.isEmpty {
       let width = max(4, report.steps.map(\.name.count).max() ?? 0)
       lines.append("  " + pad("step", width) + "  count      total     median        max")
@@ -85,5 +86,17 @@ public enum ChecksText {
   private static func format(_ value: Double, name: String) -> String {
     let isSize = name.contains("growth") || name.contains("bytes") || name.contains("heap")
     return isSize ? formatBytes(Int(value)) : String(Int(value))
+  }
+}
+
+/// The findings block the summary opens with: `!` marks what to act on.
+public enum FindingsText {
+  public static func render(_ findings: [Finding]) -> String {
+    var lines = ["  Findings:"]
+    for finding in findings {
+      lines.append("    " + (finding.isProblem ? "! " : "· ") + finding.summary)
+      lines += finding.details.map { "        " + $0 }
+    }
+    return lines.joined(separator: "\n") + "\n"
   }
 }
