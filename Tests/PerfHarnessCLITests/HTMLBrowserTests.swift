@@ -67,8 +67,32 @@ struct HTMLBrowserTests {
       #expect(selfTest.dom.contains("cycle × \(cycle.instances)"))
     }
 
+    // The default view: Instruments' tutorial options, the scenario's body at the top of each
+    // thread, the heaviest path open.
+    let view = try #require(selfTest.defaultView)
+    #expect(Set(view.options) == ["separateByThread", "hideSystemLibraries", "startAtScenario"])
+    let mainThread = try #require(view.roots.first)
+    #expect(mainThread.kind == "thread")
+    let entry = try #require(mainThread.children.first)
+    let harness = Set(Profile.harnessModules)
+    // The scenario's body is declared in the scenario library, under the harness's runner.
+    #expect(entry.module == "Scenarios", "\(entry.name) [\(entry.module)]")
+    for row in view.roots.flatMap(\.children) {
+      #expect(!harness.contains(row.module) && row.module != "perfharness", "\(row.name) [\(row.module)]")
+    }
+    // The flame graph's row under the threads: the body, and nothing of the process's entry.
+    #expect(view.flameSecondRow.contains { $0.hasPrefix(entry.name + " [") }, "\(view.flameSecondRow)")
+    for frame in view.flameSecondRow {
+      #expect(
+        !(harness.map { "[\($0)]" } + ["[perfharness]", "_start"]).contains { frame.contains($0) }, "\(frame)")
+    }
+    #expect(view.rowCount >= 6, "the heaviest path is opened")
+    #expect(view.firstRows.count >= 5 && view.firstRows.prefix(5).allSatisfy { $0.hasPrefix("▾") }, "\(view.firstRows)")
+
     let profile = try #require(report.timeProfile?.profile)
     let none = try #require(selfTest.states["none"])
+    // With every option off the page is the recorded stacks from the process's entry.
+    #expect(none.firstRows.first != view.firstRows.first)
     #expect(none.rowCount > 1 && none.flameRects > 1)
     for (name, state) in selfTest.states {
       let options = try CallTreeOptions(
@@ -225,6 +249,15 @@ struct SelfTest: Decodable {
       case selfWeight = "self"
     }
   }
+  /// The view the page opens with, before the self-test touches an option.
+  struct DefaultView: Decodable {
+    var options: [String]
+    var roots: [RootRow]
+    var rowCount: Int
+    var firstRows: [String]
+    /// The flame graph's second row (under the thread): each frame's tooltip.
+    var flameSecondRow: [String]
+  }
   struct Search: Decodable { var rows: Int }
   struct Allocations: Decodable { var rows: Int }
 
@@ -237,11 +270,13 @@ struct SelfTest: Decodable {
   var search: Search?
   var allocations: Allocations?
   var cycles: Int?
+  var defaultView: DefaultView?
   /// The whole DOM as Chromium printed it.
   var dom = ""
 
   private enum CodingKeys: String, CodingKey {
     case problems, sections, states, renderedMs, collapseChangesRows, flameZoomed, search, allocations, cycles
+    case defaultView
   }
 }
 

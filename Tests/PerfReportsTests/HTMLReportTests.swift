@@ -42,7 +42,7 @@ struct HTMLReportTests {
     let html = try HTMLReport.render(report)
     // The only closing tags are those of the page's own script elements.
     let opened = html.components(separatedBy: "<script").count - 1
-    #expect(opened == 4)
+    #expect(opened == 5)
     #expect(html.lowercased().components(separatedBy: "</script").count - 1 == opened)
     #expect(!html.contains("<!--"))
     let json = try embeddedJSON(html)

@@ -23,6 +23,8 @@ extension HTMLReport {
       functions.push({ name: '<unknown>', module: '', isApp: false });
       this.functions = functions;
       this.functionOfFrame = functionOfFrame;
+      var harness = new Set(JSON.parse(($('harness-modules') || {}).textContent || '[]'));
+      this.isHarness = functions.map(function (fn) { return harness.has(fn.module); });
       this.threads = threads;
       // The harness already merged identical stacks; like CallTree, an entry counts as the
       // samples it stands for.
@@ -34,10 +36,28 @@ extension HTMLReport {
       this.pathCache = new Map();
     }
 
-    // The display path of a stack: Hide System Libraries, Flatten Recursion, then Invert.
+    // Where the program's own code starts in a root-first stack: the first program frame
+    // under the harness's frames (its runner called the scenario's body there). Above it are
+    // the process's entry, the command line and the runner, the same in every sample. With no
+    // program frame under the harness (the harness's own work), the harness's first frame.
+    ProfileModel.prototype.scenarioEntry = function (frames) {
+      var count = this.functionOfFrame.length, harnessAt = -1;
+      for (var i = 0; i < frames.length; i++) {
+        var id = frames[i] >= 0 && frames[i] < count ? this.functionOfFrame[frames[i]] : this.unknown;
+        if (harnessAt < 0) {
+          if (this.isHarness[id]) harnessAt = i;
+        } else if (this.functions[id].isApp) {
+          return i;
+        }
+      }
+      return harnessAt < 0 ? 0 : harnessAt;
+    };
+
+    // The display path of a stack: Start at Scenario, Hide System Libraries, Flatten Recursion,
+    // then Invert.
     ProfileModel.prototype.transform = function (frames, options) {
       var path = [], count = this.functionOfFrame.length, functions = this.functions;
-      for (var i = 0; i < frames.length; i++) {
+      for (var i = options.startAtScenario ? this.scenarioEntry(frames) : 0; i < frames.length; i++) {
         var f = frames[i];
         var id = f >= 0 && f < count ? this.functionOfFrame[f] : this.unknown;
         if (options.hideSystemLibraries && !functions[id].isApp) continue;
@@ -80,7 +100,7 @@ extension HTMLReport {
 
     // Transformed paths of every merged stack, cached per combination of the per-sample options.
     ProfileModel.prototype.paths = function (options) {
-      var key = [options.hideSystemLibraries, options.flattenRecursion, options.invert].join();
+      var key = [options.hideSystemLibraries, options.flattenRecursion, options.invert, options.startAtScenario].join();
       var cached = this.pathCache.get(key);
       if (cached) return cached;
       var self = this;
@@ -249,6 +269,11 @@ extension HTMLReport {
       ['flattenRecursion', 'Flatten Recursion'],
       ['topFunctions', 'Top Functions'],
     ];
+    // Not an Instruments option: Instruments records the app alone, this page a process whose
+    // entry runs through the harness. Folding those frames starts the tree at the scenario.
+    var VIEW_OPTIONS = OPTIONS.concat([['startAtScenario', 'Start at Scenario']]);
+    // Instruments' tutorial starts here: Separate by Thread and Hide System Libraries on.
+    var DEFAULT_OPTIONS = ['separateByThread', 'hideSystemLibraries', 'startAtScenario'];
     var ROW_CAP = 3000;          // rows drawn at once; deeper expansion asks for more
     var CHILD_CAP = 100;         // children shown per row before a "more" row
     var treeState = null;
@@ -257,7 +282,7 @@ extension HTMLReport {
       this.model = model;
       this.options = {};
       var self = this;
-      OPTIONS.forEach(function (o) { self.options[o[0]] = false; });
+      VIEW_OPTIONS.forEach(function (o) { self.options[o[0]] = DEFAULT_OPTIONS.indexOf(o[0]) >= 0; });
       this.query = '';
       this.expanded = new Set();
       this.childLimit = new Map();
@@ -266,8 +291,10 @@ extension HTMLReport {
     }
 
     CallTreePanel.prototype.html = function () {
-      return '<div class="toolbar" id="ct-options">' + OPTIONS.map(function (o) {
-        return '<label><input type="checkbox" id="opt-' + o[0] + '" data-option="' + o[0] + '"> ' + esc(o[1]) + '</label>';
+      var options = this.options;
+      return '<div class="toolbar" id="ct-options">' + VIEW_OPTIONS.map(function (o) {
+        return '<label><input type="checkbox" id="opt-' + o[0] + '" data-option="' + o[0] + '"' +
+          (options[o[0]] ? ' checked' : '') + '> ' + esc(o[1]) + '</label>';
       }).join('') + '<input type="search" id="ct-search" placeholder="Search symbols" aria-label="Search symbols">' +
         '</div><div class="calltree" id="calltree" role="tree"></div>' +
         '<h3>Flame graph <span class="muted" id="flame-note"></span> <button id="flame-reset" hidden>Reset zoom</button>' +
@@ -276,7 +303,7 @@ extension HTMLReport {
 
     CallTreePanel.prototype.attach = function () {
       var self = this;
-      OPTIONS.forEach(function (o) {
+      VIEW_OPTIONS.forEach(function (o) {
         $('opt-' + o[0]).addEventListener('change', function (event) {
           self.options[o[0]] = event.target.checked;
           self.reset();

@@ -299,6 +299,14 @@ extension HTMLReport {
           var toggle = function (names) {
             names.forEach(function (name) { $('opt-' + name).click(); });
           };
+          // The view the page opens with, then every option off: the states below are the
+          // Swift CallTree's, which knows no harness folding.
+          result.defaultView = snapshot();
+          result.defaultView.options = Object.keys(treeState.options).filter(function (k) { return treeState.options[k]; });
+          result.defaultView.flameSecondRow = Array.prototype.slice.call(document.querySelectorAll('#flame g'))
+            .filter(function (g) { return g.querySelector('rect').getAttribute('y') === '17'; })
+            .map(function (g) { return g.querySelector('title').textContent; });
+          Object.keys(treeState.options).forEach(function (k) { if (treeState.options[k]) $('opt-' + k).click(); });
           result.states.none = snapshot();
           var combos = OPTIONS.map(function (o) { return [o[0]]; }).concat([
             ['invert', 'hideSystemLibraries'], ['topFunctions', 'hideSystemLibraries'],

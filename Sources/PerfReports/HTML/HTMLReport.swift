@@ -45,6 +45,7 @@ public enum HTMLReport {
       "styles": HTMLReport.styles,
       "script": HTMLReport.script,
       "data": scriptSafeJSON(reportJSON),
+      "harnessModules": scriptSafeJSON(try encoder.encode(Profile.harnessModules)),
     ]
     if let findings { context["findings"] = scriptSafeJSON(try encoder.encode(findings)) }
     if let samples { context["samples"] = samples }
@@ -156,6 +157,7 @@ public enum HTMLReport {
     <script type="application/json" id="report-data">{{{data}}}</script>
     {{#samples}}<script type="application/json" id="profile-samples">{{{samples}}}</script>{{/samples}}
     {{#findings}}<script type="application/json" id="report-findings">{{{findings}}}</script>{{/findings}}
+    <script type="application/json" id="harness-modules">{{{harnessModules}}}</script>
     <script>
     {{{script}}}
     </script>
