@@ -86,6 +86,7 @@ struct ScenarioCommand: ParsableCommand {
   @MainActor
   private func runAll() throws -> [Report] {
     var reports: [Report] = []
+    var written: [(report: Report, folder: String)] = []
     for scenario in selectedScenarios {
       let options = try options(for: scenario)
       var runner = ScenarioRunner(configuration: options.recordingConfiguration)
@@ -130,7 +131,18 @@ struct ScenarioCommand: ParsableCommand {
         print(String(decoding: line, as: UTF8.self))
       }
       reports.append(report)
+      written.append((report, "\(report.scenario.name)/\(report.scenario.variant)"))
     }
+    // One page that links every report of this run, its path printed last: the one line a
+    // person needs to open what the run found.
+    let index = URL(fileURLWithPath: options.output).appendingPathComponent("index.html")
+    do {
+      try Data(RunIndexHTML.render(written).utf8).write(to: index, options: .atomic)
+    } catch {
+      throw HarnessError(
+        "cannot write \(index.path): \(error.localizedDescription); pass a writable directory with --output")
+    }
+    if options.format == .text { print("index: \(index.path)") }
     return reports
   }
 }

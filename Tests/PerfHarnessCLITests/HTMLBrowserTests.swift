@@ -128,6 +128,33 @@ struct HTMLBrowserTests {
     #expect(png.count > 40_000, "\(png.count) bytes")
   }
 
+  @Test("a run writes index.html linking each scenario's report, with its status and findings, and prints it last")
+  func runIndex() throws {
+    let directory = try temporaryDirectory()
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let run = try perfharness.run([
+      "scenario", "closure-retain-cycles", "search-drill-downs", "--iterations", "1", "--instruments",
+      "allocations,leaks",
+      "--output", directory.path,
+    ])
+    #expect(run.status == 0, "\(run.standardError)")
+    let index = directory.appendingPathComponent("index.html")
+    #expect(run.standardOutput.split(separator: "\n").last == "index: \(index.path)"[...])
+    let dom = try Chromium.run(["--dump-dom", index.absoluteString], workingIn: directory)
+    for scenario in ["closure-retain-cycles", "search-drill-downs"] {
+      #expect(dom.contains(#"<a href="\#(scenario)/starter/report.html">\#(scenario)</a>"#), "\(scenario)")
+      #expect(
+        FileManager.default.fileExists(
+          atPath: directory.appendingPathComponent("\(scenario)/starter/report.html").path))
+    }
+    #expect(dom.components(separatedBy: #"class="badge no-checks""#).count == 3)
+    let cycles = try JSONDecoder().decode(
+      Report.self,
+      from: Data(contentsOf: directory.appendingPathComponent("closure-retain-cycles/starter/report.json")))
+    let leaked = try #require(cycles.leaks?.leakedCount)
+    #expect(dom.contains("\(leaked) leaked blocks"))
+  }
+
   @Test("report --html draws a baseline comparison from the comparison key, nulls included")
   func comparisonSection() throws {
     let directory = try temporaryDirectory()

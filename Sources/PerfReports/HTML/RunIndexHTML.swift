@@ -1,0 +1,67 @@
+import Foundation
+import PerfHarness
+
+/// `index.html` of a run's output folder: one row per scenario run, its verdict and findings,
+/// linked to its report. Static HTML without script, so it opens anywhere, a CI artifact
+/// browser included.
+public enum RunIndexHTML {
+  /// - Parameter reports: each report and its folder relative to the index (`<scenario>/<variant>`).
+  public static func render(_ reports: [(report: Report, folder: String)]) -> String {
+    let rows = reports.map { entry in
+      let report = entry.report
+      let folder = entry.folder.split(separator: "/").map {
+        String($0).addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? String($0)
+      }.joined(separator: "/")
+      let problems = Findings.of(report).filter(\.isProblem).map(\.summary)
+      let found =
+        problems.isEmpty
+        ? "<span class=\"muted\">nothing to act on</span>" : problems.map(escape).joined(separator: "<br>")
+      return """
+        <tr data-scenario="\(escape(report.scenario.name))"><td><a href="\(folder)/report.html">\(escape(report.scenario.name))</a></td>\
+        <td>\(escape(report.scenario.variant))</td>\
+        <td><span class="badge \(report.verdict.replacingOccurrences(of: " ", with: "-"))">\(escape(report.verdict))</span></td>\
+        <td>\(found)</td><td><a href="\(folder)/report.json">report.json</a></td></tr>
+        """
+    }
+    return """
+      <!DOCTYPE html>
+      <html lang="en">
+      <head>
+      <meta charset="utf-8">
+      <meta name="generator" content="perfharness \(PerfHarnessVersion.current)">
+      <title>perfharness run</title>
+      <style>
+      body { margin: 16px; font: 13px/1.4 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: #1d1d1f; }
+      table { border-collapse: collapse; } th, td { padding: 4px 10px; border-bottom: 1px solid #d9d9de; text-align: left; vertical-align: top; }
+      th { background: #f5f5f7; } a { color: #0a64d8; } .muted { color: #6e6e73; }
+      .badge { display: inline-block; padding: 1px 8px; border-radius: 9px; font-weight: 600; font-size: 12px; color: #fff; background: #6e6e73; }
+      .badge.passed { background: #1a7f37; } .badge.failed { background: #c4291c; } .badge.crashed { background: #b35900; }
+      </style>
+      </head>
+      <body>
+      <h1>perfharness run</h1>
+      <table id="runs"><thead><tr><th>Scenario</th><th>Variant</th><th>Status</th><th>Findings</th><th>Data</th></tr></thead>
+      <tbody>
+      \(rows.joined(separator: "\n"))
+      </tbody></table>
+      </body>
+      </html>
+
+      """
+  }
+
+  static func escape(_ text: String) -> String {
+    var out = ""
+    for character in text {
+      switch character {
+      case "&": out += "&amp;"
+      case "<": out += "&lt;"
+      case ">": out += "&gt;"
+      case "\"": out += "&quot;"
+      case "'": out += "&#39;"
+      default: out.append(character)
+      }
+    }
+    return out
+  }
+}
