@@ -68,7 +68,7 @@ test-tsan: setup
 	$(SWIFT) test --skip-build --sanitize=thread --scratch-path .build-tsan \
 	  --filter '$(TSAN_SUITES)' --skip '$(TSAN_SKIP)'
 
-## bench: overhead figures against their targets; regenerates the README's performance section.
+## bench: overhead figures against their targets; regenerates docs/measurements.md's table.
 bench: setup
 	@$(MAKE) --no-print-directory system-packages SYSTEM_PACKAGES="heaptrack valgrind linux-perf"
 	$(SWIFT) build -c release

@@ -15,6 +15,10 @@ let package = Package(
     .package(url: "https://github.com/jpsim/Yams", from: "6.2.2"),
     .package(url: "https://github.com/x-sheep/swift-property-based", from: "2.0.1"),
     .package(url: "https://github.com/hummingbird-project/swift-mustache", from: "2.1.1"),
+    // The user guide (Sources/PerfHarness/PerfHarness.docc):
+    // `swift package generate-documentation --target PerfHarness`. A command plugin: nothing
+    // of it is built unless that command runs.
+    .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
   ],
   targets: [
     // C primitives: only what must be C (signal handler, unwinding, libdw access).
@@ -23,7 +27,7 @@ let package = Package(
       dependencies: ["CPerfClock"],
       cSettings: [.define("_GNU_SOURCE")],
       // gcc_s before unwind: libunwind must not replace libgcc_s's _Unwind_* for the
-      // whole process (DESIGN.md, "Linking"). libdw reads CFI rows' ranges off the handler.
+      // whole process (docs/design.md, "Linking"). libdw reads CFI rows' ranges off the handler.
       linkerSettings: [.linkedLibrary("gcc_s"), .linkedLibrary("unwind"), .linkedLibrary("dw"), .linkedLibrary("elf")]
     ),
     // The malloc-family interposer and the Swift allocation hook: linked into the

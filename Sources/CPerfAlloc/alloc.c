@@ -1,5 +1,5 @@
 // The Allocations instrument's malloc interposer: definitions of the malloc family in
-// the executable catch every library's calls (DESIGN.md, "Measured facts"). Only the
+// the executable catch every library's calls (docs/design.md, "Measured facts"). Only the
 // parts that must be C live here: the hooks, their mmap-backed tables, the snapshot.
 #include "CPerfAlloc.h"
 

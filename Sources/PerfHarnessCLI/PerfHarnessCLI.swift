@@ -38,7 +38,7 @@ struct PerfHarnessCommand: ParsableCommand {
     subcommands: [ListCommand.self, ScenarioCommand.self, ReportCommand.self, CompareCommand.self])
 }
 
-/// Exit codes of the contract (DESIGN.md).
+/// Exit codes of the contract (docs/design.md, "Exit codes").
 enum ExitCodes {
   static let checkFailed = ExitCode(2)
   static let crashed = ExitCode(3)

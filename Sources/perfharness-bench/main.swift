@@ -1,7 +1,7 @@
 import BenchWorkloads
 // `make bench`: the overhead figures, measured in one run on this machine, against their
-// targets. Prints a table, writes Reports/bench/bench.json and regenerates the README's
-// performance section. Drives the release `perfharness` binary as a user would.
+// targets. Prints a table, writes Reports/bench/bench.json and regenerates the table of
+// docs/measurements.md. Drives the release `perfharness` binary as a user would.
 import Foundation
 import PerfHarness
 
@@ -72,7 +72,7 @@ try FileManager.default.createDirectory(at: output, withIntermediateDirectories:
 let rounds = Int(ProcessInfo.processInfo.environment["BENCH_ROUNDS"] ?? "") ?? 5
 // `--only time` / `--only alloc` / `--only report`: the Time Profiler rows, the
 // Allocations rows, or the report-generation rows, alone, for work on one part (the full
-// run takes long); prints them and leaves the README and bench.json as they are.
+// run takes long); prints them and leaves docs/measurements.md and bench.json as they are.
 let benchArguments = Array(CommandLine.arguments.dropFirst())
 let onlyTime: Bool
 let onlyAllocations: Bool
@@ -479,12 +479,12 @@ encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
 try encoder.encode(figures).write(to: output.appendingPathComponent("bench.json"))
 try Data((header + table).utf8).write(to: output.appendingPathComponent("performance.md"))
 
-// Regenerate the README's performance section between its markers.
-let readme = URL(fileURLWithPath: "README.md")
+// Regenerate the measurements page's table between its markers.
+let readme = URL(fileURLWithPath: "docs/measurements.md")
 if var text = try? String(contentsOf: readme, encoding: .utf8),
   let start = text.range(of: "<!-- bench:start -->"), let end = text.range(of: "<!-- bench:end -->")
 {
   text.replaceSubrange(start.upperBound..<end.lowerBound, with: "\n" + header + table)
   try Data(text.utf8).write(to: readme)
-  FileHandle.standardError.write(Data("bench: README.md performance section updated\n".utf8))
+  FileHandle.standardError.write(Data("bench: docs/measurements.md updated\n".utf8))
 }

@@ -26,6 +26,7 @@ public struct Scenario: Sendable {
 
   /// - Parameters:
   ///   - name: lowercase letters, digits and `-`, as typed after `perfharness scenario`.
+  ///   - summary: one line for `perfharness list`.
   ///   - variants: the variants it can run; the first is the default.
   ///   - defaultIterations: how many times the scenario repeats its core step by default.
   ///   - instruments: what a run records without `--instruments` (default: time and

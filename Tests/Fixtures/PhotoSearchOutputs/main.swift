@@ -73,7 +73,7 @@ func observableOutputs() -> String {
 }
 
 /// Where C++ exceptions and every other `_Unwind_*` caller resolve: libgcc_s unless the
-/// harness's link swapped in libunwind's (DESIGN.md, "Linking"). The global lookup that
+/// harness's link swapped in libunwind's (docs/design.md, "Linking"). The global lookup that
 /// dlsym(RTLD_DEFAULT) does is the one every library's undefined `_Unwind_*` binds through.
 func unwinderLibrary() -> String {
   guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "_Unwind_RaiseException") else {
