@@ -1,5 +1,6 @@
 import Foundation
 import PerfHarness
+import PerfReports
 import Testing
 
 /// The tutorial's Allocations findings, measured on the scenarios through the built binary.
@@ -8,6 +9,10 @@ struct AllocationsScenarioTests {
   let perfharness = try! BuiltBinary("perfharness")
 
   private func allocations(_ scenario: String, variant: String, iterations: Int) throws -> AllocationsReport {
+    try #require(try report(scenario, variant: variant, iterations: iterations).allocations)
+  }
+
+  private func report(_ scenario: String, variant: String, iterations: Int) throws -> Report {
     let directory = try temporaryDirectory()
     defer { try? FileManager.default.removeItem(at: directory) }
     let result = try perfharness.run([
@@ -15,8 +20,20 @@ struct AllocationsScenarioTests {
       "--instruments", "allocations", "--format", "json", "--output", directory.path,
     ])
     #expect(result.status == 0, "\(result.standardError)")
-    let report = try JSONDecoder().decode(Report.self, from: Data(result.standardOutput.utf8))
-    return try #require(report.allocations)
+    return try JSONDecoder().decode(Report.self, from: Data(result.standardOutput.utf8))
+  }
+
+  @Test("the findings call the starter's growth a problem, naming what grew, and the fixed variant's library noise not")
+  func growthFindings() throws {
+    let starter = try #require(
+      Findings.of(try report("search-drill-downs", variant: "starter", iterations: 2)).first {
+        $0.kind == "allocations"
+      })
+    #expect(starter.isProblem)
+    #expect(starter.details.contains { $0.hasPrefix("PhotoSearch.Image: +") }, "\(starter.details)")
+    let fixed = try #require(
+      Findings.of(try report("search-drill-downs", variant: "fixed", iterations: 2)).first { $0.kind == "allocations" })
+    #expect(!fixed.isProblem, "\(fixed.summary) \(fixed.details)")
   }
 
   @Test("search-drill-downs, starter: every drill-down grows by its thumbnails, through the cache's set")
