@@ -117,7 +117,6 @@ func run(_ binary: URL, shape: LeakShapes.Expectation, instances: Int, instrumen
 let options = Options.parse(Array(CommandLine.arguments.dropFirst()))
 let output = FileManager.default.temporaryDirectory.appendingPathComponent(
   "perfharness-leak-corpus-runner-\(getpid())")
-defer { try? FileManager.default.removeItem(at: output) }
 
 print("shape                                   build    instruments              runs  exact  instances found/expected")
 var allExact = true
@@ -152,5 +151,6 @@ for configuration in options.configurations {
     }
   }
 }
+try? FileManager.default.removeItem(at: output)
 print(allExact ? "every run exact" : "NOT every run exact")
 exit(allExact ? 0 : 1)
