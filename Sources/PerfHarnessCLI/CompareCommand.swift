@@ -22,7 +22,8 @@ struct CompareCommand: ParsableCommand {
 
   @OptionGroup var tolerances: ComparisonOptions
 
-  @Option(help: "text: a table on stdout; json: the comparison as JSON.")
+  @Option(
+    help: "text: a table on stdout; json: the comparison as JSON; markdown: a table for a pull request.")
   var format: OutputFormat = .text
 
   mutating func validate() throws {
@@ -44,6 +45,9 @@ struct CompareCommand: ParsableCommand {
     case .text:
       print("\(current.scenario.name) [\(current.scenario.variant)] in \(new)")
       print(ComparisonText.render(comparison), terminator: "")
+    case .markdown:
+      print("### \(current.scenario.name) [\(current.scenario.variant)] against its baseline\n")
+      print(MarkdownSummary.comparison(comparison), terminator: "")
     case .json:
       let encoder = JSONEncoder()
       encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]

@@ -129,6 +129,8 @@ struct ScenarioCommand: ParsableCommand {
       case .json:
         let line = try ReportJSON.encode(report, pretty: false)
         print(String(decoding: line, as: UTF8.self))
+      case .markdown:
+        print(MarkdownSummary.render(report, reportPath: path), terminator: "")
       }
       reports.append(report)
       written.append((report, "\(report.scenario.name)/\(report.scenario.variant)"))
@@ -142,7 +144,11 @@ struct ScenarioCommand: ParsableCommand {
       throw HarnessError(
         "cannot write \(index.path): \(error.localizedDescription); pass a writable directory with --output")
     }
-    if options.format == .text { print("index: \(index.path)") }
+    switch options.format {
+    case .text: print("index: \(index.path)")
+    case .markdown: print("All reports of this run: `\(index.path)`")
+    case .json: break
+    }
     return reports
   }
 }

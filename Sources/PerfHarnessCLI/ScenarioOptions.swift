@@ -6,6 +6,8 @@ extension SamplingClock: ExpressibleByArgument {}
 
 enum OutputFormat: String, ExpressibleByArgument, CaseIterable {
   case text, json
+  /// GitHub-flavoured markdown for a pull request ($GITHUB_STEP_SUMMARY or a comment).
+  case markdown
 }
 
 struct ScenarioOptions: ParsableArguments {
@@ -63,7 +65,10 @@ struct ScenarioOptions: ParsableArguments {
   @Option(help: ArgumentHelp("Directory the reports are written under.", valueName: "dir"))
   var output: String = "Reports"
 
-  @Option(help: "text (a summary per scenario) or json (one report per line).")
+  @Option(
+    help:
+      "text (a summary per scenario), json (one report per line) or markdown (for a pull request or $GITHUB_STEP_SUMMARY)."
+  )
   var format: OutputFormat = .text
 
   func validate(for scenarios: [Scenario]) throws {

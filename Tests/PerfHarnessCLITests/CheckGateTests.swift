@@ -87,3 +87,53 @@ struct CheckGateTests {
     #expect(result.standardOutput.contains("not measured"))
   }
 }
+
+/// `--format markdown`: what a pull request shows (`$GITHUB_STEP_SUMMARY` or a comment), with
+/// the exit codes of the text and JSON formats.
+@Suite("Markdown summaries for pull requests")
+struct MarkdownSummaryTests {
+  let perfharness = try! BuiltBinary("perfharness")
+
+  @Test("a failing gate: the verdict, the findings, every check as a table row, exit 2 as ever")
+  func failingGate() throws {
+    let directory = try temporaryDirectory()
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let result = try perfharness.run(
+      [
+        "scenario", "closure-retain-cycles", "--iterations", "2", "--check", "--format", "markdown", "--output",
+        directory.path,
+      ], in: CheckGateTests().packageRoot)
+    #expect(result.status == 2)
+    let text = result.standardOutput
+    #expect(text.hasPrefix("### ❌ closure-retain-cycles [starter]: failed\n"), "\(text)")
+    #expect(text.contains("**Findings**") && text.contains("retain cycle"))
+    #expect(text.contains("| | check | limit | actual | detail |"))
+    let report = try JSONDecoder().decode(
+      Report.self,
+      from: Data(contentsOf: directory.appendingPathComponent("closure-retain-cycles/starter/report.json")))
+    // One row per check, each with its verdict; no line of a table is broken by a type's name.
+    let rows = text.split(separator: "\n").filter { $0.hasPrefix("| ✅ |") || $0.hasPrefix("| ❌ |") }
+    #expect(rows.count == report.checks.count)
+    #expect(rows.filter { $0.hasPrefix("| ❌ |") }.count == report.checks.filter { !$0.passed }.count)
+    #expect(rows.allSatisfy { $0.replacingOccurrences(of: "\\|", with: "").split(separator: "|").count == 5 })
+    #expect(text.hasSuffix("All reports of this run: `\(directory.path)/index.html`\n"))
+  }
+
+  @Test("compare: the figures as a table, exit 0 for a report against itself")
+  func compare() throws {
+    let directory = try temporaryDirectory()
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let run = try perfharness.run([
+      "scenario", "search-drill-downs", "--variant", "fixed", "--iterations", "2", "--instruments", "allocations",
+      "--output", directory.path,
+    ])
+    #expect(run.status == 0, "\(run.standardError)")
+    let file = directory.appendingPathComponent("search-drill-downs/fixed/report.json").path
+    let result = try perfharness.run(["compare", file, file, "--format", "markdown"])
+    #expect(result.status == 0, "\(result.standardError)")
+    #expect(result.standardOutput.hasPrefix("### search-drill-downs [fixed] against its baseline"))
+    #expect(result.standardOutput.contains("no regression"))
+    #expect(result.standardOutput.contains("| | figure | baseline | current | change | limit |"))
+    #expect(result.standardOutput.contains("| ✅ | persistent bytes |"), "\(result.standardOutput)")
+  }
+}

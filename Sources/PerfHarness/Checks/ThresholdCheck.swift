@@ -49,8 +49,14 @@ public enum ThresholdCheck {
         .map { "\($0.name) \($0.persistentCount)" }
       // Why they are still alive, where the leaks instrument read the graph: the path that
       // most of the heaviest type's instances hang from.
-      let why = report.leaks?.retainers(of: type).max { $0.instances < $1.instances }.flatMap { retainers in
-        retainers.paths.first.map { "; alive via \($0.chain) (\($0.instances) of \(retainers.examined))" }
+      // The path is the heaviest persisting type's own: in a family ("closure context") the
+      // heaviest may be leaked rather than reachable, and another member's path would answer
+      // a question nobody asked.
+      let heaviest = matched.max { $0.persistentCount < $1.persistentCount }
+      let why = report.leaks?.retainers?.first { $0.type == heaviest?.name }.flatMap { retainers in
+        retainers.paths.first.map {
+          "; \(retainers.type == type ? "" : retainers.type + " ")alive via \($0.chain) (\($0.instances) of \(retainers.examined))"
+        }
       }
       results.append(
         CheckResult(
