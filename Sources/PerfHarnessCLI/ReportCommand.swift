@@ -46,6 +46,12 @@ struct ReportCommand: ParsableCommand {
   @Option(help: ArgumentHelp("Write a speedscope profile here.", valueName: "path"))
   var speedscope: String?
 
+  @Option(
+    help: ArgumentHelp(
+      "Write the CPU profile as pprof (profile.pb.gz: go tool pprof, Pyroscope, Parca) into this folder.",
+      valueName: "dir"))
+  var pprof: String?
+
   mutating func validate() throws {
     _ = try parsedOptions()
     guard depth > 0 else { throw ValidationError("--depth must be a positive integer, got \(depth)") }
@@ -98,6 +104,14 @@ struct ReportCommand: ParsableCommand {
     if let speedscope {
       let name = "\(report.scenario.name) [\(report.scenario.variant)]"
       try write(Speedscope.render(timeProfile.profile, name: name), to: speedscope)
+    }
+    if let pprof {
+      do {
+        try FileManager.default.createDirectory(atPath: pprof, withIntermediateDirectories: true)
+      } catch {
+        throw HarnessError("cannot create the folder \(pprof): \(error.localizedDescription)")
+      }
+      try write(Pprof.cpuProfile(timeProfile.profile), to: pprof + "/profile.pb.gz")
     }
   }
 

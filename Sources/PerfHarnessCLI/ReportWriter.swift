@@ -26,6 +26,7 @@ struct ReportWriter {
           to: folder.appendingPathComponent("profile.folded"), options: .atomic)
         try Speedscope.render(profile, name: "\(report.scenario.name) [\(report.scenario.variant)]").write(
           to: folder.appendingPathComponent("profile.speedscope.json"), options: .atomic)
+        try Pprof.cpuProfile(profile).write(to: folder.appendingPathComponent("profile.pb.gz"), options: .atomic)
       }
     } catch {
       throw HarnessError(

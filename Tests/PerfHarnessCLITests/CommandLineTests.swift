@@ -174,8 +174,10 @@ struct ReportCommandTests {
     let report = directory.appendingPathComponent("closure-retain-cycles/starter/report.json").path
     let folded = directory.appendingPathComponent("out.folded").path
     let speedscope = directory.appendingPathComponent("out.speedscope.json").path
+    let pprof = directory.appendingPathComponent("pprof")
     let result = try perfharness.run([
       "report", report, "--call-tree", "invert,hide-system-libraries", "--folded", folded, "--speedscope", speedscope,
+      "--pprof", pprof.path,
     ])
     #expect(result.status == 0, "\(result.standardError)")
     #expect(result.standardOutput.contains("Call tree (invert, hide-system-libraries):"))
@@ -188,6 +190,11 @@ struct ReportCommandTests {
     let speedscopeObject =
       try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: speedscope))) as? [String: Any]
     #expect(speedscopeObject?["$schema"] as? String == "https://www.speedscope.app/file-format-schema.json")
+    // pprof, from the stored report and beside it from the run, the same bytes (gzip's magic).
+    let exported = try Data(contentsOf: pprof.appendingPathComponent("profile.pb.gz"))
+    let written = try Data(
+      contentsOf: directory.appendingPathComponent("closure-retain-cycles/starter/profile.pb.gz"))
+    #expect(exported.prefix(2) == Data([0x1F, 0x8B]) && exported == written)
   }
 
   @Test(

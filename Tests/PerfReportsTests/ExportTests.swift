@@ -192,3 +192,96 @@ private func smallProfile() -> Profile {
     #expect(CallTreeText.renderTopFunctions(functions, limit: 2) == expected)
   }
 }
+
+/// The pprof export, read back by protoc (Debian's protobuf-compiler, which `make test`
+/// installs) against the fields of pprof's `profile.proto` that the export writes, written
+/// out here from the format's documentation.
+@Suite struct PprofTests {
+  static let schema = """
+    syntax = "proto3";
+    package check;
+    message Profile {
+      repeated ValueType sample_type = 1;
+      repeated Sample sample = 2;
+      repeated Location location = 4;
+      repeated Function function = 5;
+      repeated string string_table = 6;
+      int64 duration_nanos = 10;
+      ValueType period_type = 11;
+      int64 period = 12;
+      int64 default_sample_type = 14;
+    }
+    message ValueType { int64 type = 1; int64 unit = 2; }
+    message Sample { repeated uint64 location_id = 1; repeated int64 value = 2; repeated Label label = 3; }
+    message Label { int64 key = 1; int64 str = 2; int64 num = 3; }
+    message Location { uint64 id = 1; repeated Line line = 4; }
+    message Line { uint64 function_id = 1; int64 line = 2; }
+    message Function { uint64 id = 1; int64 name = 2; int64 system_name = 3; int64 filename = 4; }
+    """
+
+  /// `gzip -dc | protoc --decode=check.Profile`: the text format of the decoded message.
+  static func decode(_ gzipped: Data) throws -> String {
+    let folder = FileManager.default.temporaryDirectory.appendingPathComponent("pprof-\(UUID().uuidString)")
+    try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(at: folder) }
+    try gzipped.write(to: folder.appendingPathComponent("profile.pb.gz"))
+    try schema.write(to: folder.appendingPathComponent("check.proto"), atomically: true, encoding: .utf8)
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/bin/sh")
+    process.currentDirectoryURL = folder
+    process.arguments = ["-c", "gzip -dc profile.pb.gz | protoc --decode=check.Profile check.proto"]
+    let output = Pipe()
+    process.standardOutput = output
+    try process.run()
+    let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+    process.waitUntilExit()
+    #expect(process.terminationStatus == 0, "gzip or protoc failed: is protobuf-compiler installed (make test does)?")
+    return text
+  }
+
+  @Test("samples, cpu nanoseconds, threads, functions with files and lines, read back by protoc")
+  func readsBack() throws {
+    var profile = smallProfile()
+    profile.samples[0].count = 4
+    let text = try Self.decode(Pprof.cpuProfile(profile))
+    let strings = text.split(separator: "\n").filter { $0.hasPrefix("string_table:") }.map {
+      String($0.dropFirst("string_table: \"".count).dropLast())
+    }
+    #expect(strings.first == "")
+    for name in ["samples", "count", "cpu", "nanoseconds", "thread", "thread_id", "Main Thread", "Worker", "memcpy"] {
+      #expect(strings.contains(name), "\(name) in \(strings)")
+    }
+    // One sample message per sample: its locations leaf first, its count and its weight in ns.
+    #expect(text.components(separatedBy: "\nsample {").count - 1 == profile.samples.count)
+    #expect(
+      text.contains("location_id: 3\n  location_id: 2\n  location_id: 1\n  value: 4\n  value: 10000000\n"), "\(text)")
+    #expect(text.contains("value: 250000\n"))
+    #expect(text.components(separatedBy: "\nlocation {").count - 1 == profile.frames.count)
+    // search(for:) at two lines is one function with two locations.
+    #expect(text.components(separatedBy: "\nfunction {").count - 1 == profile.frames.count - 1)
+    #expect(text.contains("line: 12"))
+    #expect(text.contains("period: 1000000"))
+    #expect(text.contains("duration_nanos: \(Int(profile.totalWeight() * 1e6))"))
+  }
+
+  @Test("gzip: stored blocks over 64 KiB and an empty payload read back whole")
+  func gzip() throws {
+    let folder = FileManager.default.temporaryDirectory.appendingPathComponent("gzip-\(UUID().uuidString)")
+    try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(at: folder) }
+    for size in [0, 1, 65535, 65536, 200_000] {
+      let payload = Data((0..<size).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 7) })
+      let file = folder.appendingPathComponent("\(size).gz")
+      try Gzip.stored(payload).write(to: file)
+      let process = Process()
+      process.executableURL = URL(fileURLWithPath: "/bin/sh")
+      process.arguments = ["-c", "gzip -dc '\(file.path)'"]
+      let output = Pipe()
+      process.standardOutput = output
+      try process.run()
+      let read = output.fileHandleForReading.readDataToEndOfFile()
+      process.waitUntilExit()
+      #expect(process.terminationStatus == 0 && read == payload, "\(size) bytes")
+    }
+  }
+}

@@ -1,0 +1,168 @@
+import Foundation
+import PerfHarness
+
+/// The Time Profiler's samples as a gzipped pprof profile (`profile.proto`), which
+/// `go tool pprof`, Pyroscope, Parca and Polar Signals read: sample types `samples/count`
+/// and `cpu/nanoseconds`, a function per demangled name with its file, a location per frame
+/// with its line, and each sample's thread as the labels `thread` and `thread_id`.
+///
+/// Frames that the symbolizer found inlined are their own locations (the report keeps no
+/// grouping of inlined frames by address), so every frame reads as a call.
+public enum Pprof {
+  public static func cpuProfile(_ profile: Profile) -> Data {
+    var strings = StringTable()
+    var message = ProtobufWriter()
+    let samplesType = valueType(strings.index("samples"), strings.index("count"))
+    let cpuType = valueType(strings.index("cpu"), strings.index("nanoseconds"))
+    message.bytes(field: 1, samplesType)
+    message.bytes(field: 1, cpuType)
+
+    let threadKey = strings.index("thread")
+    let threadIDKey = strings.index("thread_id")
+    for sample in profile.samples {
+      var encoded = ProtobufWriter()
+      // Leaf first; location ids start at 1 (0 means none).
+      encoded.packed(field: 1, sample.stack.reversed().map { UInt64($0 + 1) })
+      encoded.packed(
+        field: 2, [UInt64(sample.sampleCount), UInt64(bitPattern: Int64((sample.weight * 1e6).rounded()))])
+      if profile.threads.indices.contains(sample.thread) {
+        let thread = profile.threads[sample.thread]
+        var name = ProtobufWriter()
+        name.varint(field: 1, UInt64(threadKey))
+        name.varint(field: 2, UInt64(strings.index(thread.name)))
+        encoded.bytes(field: 3, name.data)
+        var id = ProtobufWriter()
+        id.varint(field: 1, UInt64(threadIDKey))
+        id.varint(field: 3, UInt64(bitPattern: Int64(thread.threadID)))
+        encoded.bytes(field: 3, id.data)
+      }
+      message.bytes(field: 2, encoded.data)
+    }
+
+    // One function per (name, module, file); one location per frame (with its line).
+    var functionIDs: [String: UInt64] = [:]
+    var functions = ProtobufWriter()
+    for (index, frame) in profile.frames.enumerated() {
+      let key = "\(frame.name)\u{0}\(frame.module)\u{0}\(frame.file ?? "")"
+      let functionID: UInt64
+      if let known = functionIDs[key] {
+        functionID = known
+      } else {
+        functionID = UInt64(functionIDs.count + 1)
+        functionIDs[key] = functionID
+        var function = ProtobufWriter()
+        function.varint(field: 1, functionID)
+        function.varint(field: 2, UInt64(strings.index(frame.name)))
+        function.varint(field: 3, UInt64(strings.index(frame.name)))
+        function.varint(field: 4, UInt64(strings.index(frame.file ?? frame.module)))
+        functions.bytes(field: 5, function.data)
+      }
+      var line = ProtobufWriter()
+      line.varint(field: 1, functionID)
+      if let number = frame.line { line.varint(field: 2, UInt64(number)) }
+      var location = ProtobufWriter()
+      location.varint(field: 1, UInt64(index + 1))
+      location.bytes(field: 4, line.data)
+      message.bytes(field: 4, location.data)
+    }
+    message.append(functions)
+
+    let intervalNanoseconds = UInt64((profile.sampleIntervalMilliseconds * 1e6).rounded())
+    for string in strings.strings { message.bytes(field: 6, Data(string.utf8)) }
+    message.varint(field: 10, UInt64((profile.totalWeight() * 1e6).rounded()))
+    message.bytes(field: 11, cpuType)
+    message.varint(field: 12, intervalNanoseconds)
+    message.varint(field: 14, UInt64(strings.index("cpu")))
+    return Gzip.stored(message.data)
+  }
+
+  private static func valueType(_ type: Int, _ unit: Int) -> Data {
+    var value = ProtobufWriter()
+    value.varint(field: 1, UInt64(type))
+    value.varint(field: 2, UInt64(unit))
+    return value.data
+  }
+}
+
+/// pprof's string table: index 0 is the empty string.
+private struct StringTable {
+  private(set) var strings = [""]
+  private var indices = ["": 0]
+
+  mutating func index(_ string: String) -> Int {
+    if let known = indices[string] { return known }
+    strings.append(string)
+    indices[string] = strings.count - 1
+    return strings.count - 1
+  }
+}
+
+/// The protobuf wire format, for the one message pprof reads: varints and length-delimited
+/// fields (submessages, strings and packed repeated integers).
+struct ProtobufWriter {
+  private(set) var data = Data()
+
+  mutating func varint(field: Int, _ value: UInt64) {
+    rawVarint(UInt64(field << 3))
+    rawVarint(value)
+  }
+
+  mutating func bytes(field: Int, _ bytes: Data) {
+    rawVarint(UInt64(field << 3 | 2))
+    rawVarint(UInt64(bytes.count))
+    data.append(bytes)
+  }
+
+  mutating func packed(field: Int, _ values: [UInt64]) {
+    var payload = ProtobufWriter()
+    for value in values { payload.rawVarint(value) }
+    bytes(field: field, payload.data)
+  }
+
+  mutating func append(_ other: ProtobufWriter) { data.append(other.data) }
+
+  private mutating func rawVarint(_ value: UInt64) {
+    var rest = value
+    while rest >= 0x80 {
+      data.append(UInt8(rest & 0x7F) | 0x80)
+      rest >>= 7
+    }
+    data.append(UInt8(rest))
+  }
+}
+
+/// A gzip member (RFC 1952) holding deflate's stored blocks (RFC 1951, BTYPE 00): readable by
+/// every gzip reader without a compression library. pprof files are small beside the report.
+enum Gzip {
+  static func stored(_ payload: Data) -> Data {
+    var out = Data([0x1F, 0x8B, 8, 0, 0, 0, 0, 0, 0, 0xFF])
+    var offset = 0
+    repeat {
+      let length = min(65535, payload.count - offset)
+      let isFinal = offset + length == payload.count
+      out.append(isFinal ? 1 : 0)
+      out.append(contentsOf: [UInt8(length & 0xFF), UInt8(length >> 8)])
+      out.append(contentsOf: [UInt8(~length & 0xFF), UInt8((~length >> 8) & 0xFF)])
+      out.append(payload[payload.startIndex + offset..<payload.startIndex + offset + length])
+      offset += length
+    } while offset < payload.count
+    let crc = crc32(payload)
+    let size = UInt32(truncatingIfNeeded: payload.count)
+    for value in [crc, size] {
+      out.append(contentsOf: (0..<4).map { UInt8(truncatingIfNeeded: value >> (8 * $0)) })
+    }
+    return out
+  }
+
+  private static let table: [UInt32] = (0..<256).map { index in
+    var value = UInt32(index)
+    for _ in 0..<8 { value = value & 1 != 0 ? 0xEDB8_8320 ^ (value >> 1) : value >> 1 }
+    return value
+  }
+
+  static func crc32(_ data: Data) -> UInt32 {
+    var crc: UInt32 = 0xFFFF_FFFF
+    for byte in data { crc = table[Int((crc ^ UInt32(byte)) & 0xFF)] ^ (crc >> 8) }
+    return ~crc
+  }
+}
