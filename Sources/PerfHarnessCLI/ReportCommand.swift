@@ -88,6 +88,23 @@ struct ReportCommand: ParsableCommand {
       print(try Self.retainersText(of: retainers, in: report, file: file), terminator: "")
       return
     }
+    if let pprof {
+      let heap = report.allocations.flatMap(Pprof.heapProfile)
+      guard report.timeProfile != nil || heap != nil else {
+        throw ValidationError(
+          "--pprof: \(file) has neither a time profile nor allocation stacks (record with --instruments time or allocations)"
+        )
+      }
+      do {
+        try FileManager.default.createDirectory(atPath: pprof, withIntermediateDirectories: true)
+      } catch {
+        throw HarnessError("cannot create the folder \(pprof): \(error.localizedDescription)")
+      }
+      if let profile = report.timeProfile?.profile {
+        try write(Pprof.cpuProfile(profile), to: pprof + "/profile.pb.gz")
+      }
+      if let heap { try write(heap, to: pprof + "/heap.pb.gz") }
+    }
     guard let timeProfile = report.timeProfile else {
       print("No time profile in \(file): the run did not record with --instruments time.")
       return
@@ -104,14 +121,6 @@ struct ReportCommand: ParsableCommand {
     if let speedscope {
       let name = "\(report.scenario.name) [\(report.scenario.variant)]"
       try write(Speedscope.render(timeProfile.profile, name: name), to: speedscope)
-    }
-    if let pprof {
-      do {
-        try FileManager.default.createDirectory(atPath: pprof, withIntermediateDirectories: true)
-      } catch {
-        throw HarnessError("cannot create the folder \(pprof): \(error.localizedDescription)")
-      }
-      try write(Pprof.cpuProfile(timeProfile.profile), to: pprof + "/profile.pb.gz")
     }
   }
 

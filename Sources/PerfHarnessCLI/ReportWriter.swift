@@ -28,6 +28,11 @@ struct ReportWriter {
           to: folder.appendingPathComponent("profile.speedscope.json"), options: .atomic)
         try Pprof.cpuProfile(profile).write(to: folder.appendingPathComponent("profile.pb.gz"), options: .atomic)
       }
+      if let allocations = report.allocations, let heap = Pprof.heapProfile(allocations) {
+        try Data(AllocationsFolded.render(allocations).utf8).write(
+          to: folder.appendingPathComponent("allocations.folded"), options: .atomic)
+        try heap.write(to: folder.appendingPathComponent("heap.pb.gz"), options: .atomic)
+      }
     } catch {
       throw HarnessError(
         "cannot write the report to \(file.path): \(error.localizedDescription); pass a writable directory with --output"

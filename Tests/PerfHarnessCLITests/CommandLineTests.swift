@@ -1,4 +1,5 @@
 import Foundation
+import PerfHarness
 import Testing
 
 @Suite("perfharness command line, through the built binary")
@@ -195,6 +196,22 @@ struct ReportCommandTests {
     let written = try Data(
       contentsOf: directory.appendingPathComponent("closure-retain-cycles/starter/profile.pb.gz"))
     #expect(exported.prefix(2) == Data([0x1F, 0x8B]) && exported == written)
+    // What was live at the end by allocation stack: heap.pb.gz both ways, and the folded
+    // stacks add up to the bytes of the stacks the report keeps.
+    let heap = try Data(contentsOf: pprof.appendingPathComponent("heap.pb.gz"))
+    #expect(
+      heap == (try Data(contentsOf: directory.appendingPathComponent("closure-retain-cycles/starter/heap.pb.gz"))))
+    let stored = try JSONDecoder().decode(Report.self, from: Data(contentsOf: URL(fileURLWithPath: report)))
+    let stacks = try #require(stored.allocations?.persistentStacks)
+    let allocationsFolded = try String(
+      contentsOf: directory.appendingPathComponent("closure-retain-cycles/starter/allocations.folded"), encoding: .utf8)
+    var foldedBytes = 0
+    for line in allocationsFolded.split(separator: "\n") {
+      foldedBytes += line.split(separator: " ").last.flatMap { Int($0) } ?? 0
+    }
+    let stackBytes = stacks.reduce(0) { $0 + $1.bytes }
+    #expect(!stacks.isEmpty && foldedBytes == stackBytes)
+    #expect(stackBytes <= stored.allocations?.totals.persistentBytes ?? 0)
   }
 
   @Test(

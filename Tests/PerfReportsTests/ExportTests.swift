@@ -1,7 +1,7 @@
 import Foundation
-import PerfHarness
 import Testing
 
+@testable import PerfHarness
 @testable import PerfReports
 
 /// A small two-thread profile: `main` calls `search` which spends time in itself, in
@@ -283,5 +283,70 @@ private func smallProfile() -> Profile {
       process.waitUntilExit()
       #expect(process.terminationStatus == 0 && read == payload, "\(size) bytes")
     }
+  }
+}
+
+/// What was live at the end by allocation stack: folded for flame graphs, pprof for heap
+/// viewers.
+@Suite struct AllocationStackExportTests {
+  static func allocations() -> AllocationsReport {
+    let frames = [
+      AllocationsReport.StackFrame(symbol: "malloc", module: "CPerfAlloc", isApp: false),
+      AllocationsReport.StackFrame(
+        symbol: "App.Cache.store(_:)", module: "App", file: "Cache.swift", line: 12, isApp: true),
+      AllocationsReport.StackFrame(symbol: "App.main()", module: "App", file: "main.swift", line: 3, isApp: true),
+      AllocationsReport.StackFrame(
+        symbol: "App.Cache.store(_:)", module: "App", file: "Cache.swift", line: 14, isApp: true),
+    ]
+    return AllocationsReport(
+      mode: "fullStacks", durationMilliseconds: 1,
+      totals: .init(
+        totalAllocations: 5, totalBytes: 700, persistentCount: 5, persistentBytes: 700, transientCount: 0,
+        transientBytes: 0, peakLiveBytes: 700, liveBytesAtEnd: 700),
+      categories: [], generations: [], timeline: [],
+      lost: .init(blocks: 0, stacks: 0, freedCategories: 0, timelinePoints: 0),
+      overhead: .init(blockTableBytes: 0, stackTableBytes: 0, bytesPerLiveBlock: 0),
+      persistentStacks: [
+        .init(count: 3, bytes: 600, category: "App.Entry", frames: [0, 1, 2]),
+        .init(count: 2, bytes: 100, category: "Malloc 64 Bytes", frames: [0, 3, 2]),
+      ],
+      stackFrames: frames)
+  }
+
+  @Test func foldedRootFirstWithTheCategoryLast() {
+    #expect(
+      AllocationsFolded.render(Self.allocations()) == """
+        App.main();App.Cache.store(_:);malloc;[App.Entry] 600
+        App.main();App.Cache.store(_:);malloc;[Malloc 64 Bytes] 100
+
+        """)
+    #expect(
+      AllocationsFolded.render(Self.allocations(), hideSystemLibraries: true) == """
+        App.main();App.Cache.store(_:);[App.Entry] 600
+        App.main();App.Cache.store(_:);[Malloc 64 Bytes] 100
+
+        """)
+  }
+
+  @Test("heap.pb.gz: inuse objects and bytes per stack, read back by protoc")
+  func heapProfileReadsBack() throws {
+    let gzipped = try #require(Pprof.heapProfile(Self.allocations()))
+    let text = try PprofTests.decode(gzipped)
+    for name in ["inuse_objects", "inuse_space", "bytes", "App.Cache.store(_:)", "Cache.swift", "App.Entry"] {
+      #expect(text.contains("string_table: \"\(name)\""), "\(name)")
+    }
+    #expect(text.contains("location_id: 1\n  location_id: 2\n  location_id: 3\n  value: 3\n  value: 600\n"), "\(text)")
+    #expect(text.contains("location_id: 1\n  location_id: 4\n  location_id: 3\n  value: 2\n  value: 100\n"))
+    // Two lines of one function are two locations of one function.
+    #expect(text.components(separatedBy: "\nlocation {").count - 1 == 4)
+    #expect(text.components(separatedBy: "\nfunction {").count - 1 == 3)
+    #expect(Pprof.heapProfile(AllocationStackExportTests.withoutStacks()) == nil)
+  }
+
+  static func withoutStacks() -> AllocationsReport {
+    var report = allocations()
+    report.persistentStacks = nil
+    report.stackFrames = nil
+    return report
   }
 }

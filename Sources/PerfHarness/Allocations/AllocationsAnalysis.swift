@@ -117,6 +117,40 @@ struct AllocationsAnalysis {
           categories: Array(top)))
     }
 
+    // Persistent blocks by stack: the heaviest stacks, symbolized once each.
+    var persistentStacks: [AllocationsReport.PersistentStack]?
+    var stackFrames: [AllocationsReport.StackFrame]?
+    if recording.mode == .fullStacks {
+      var frameIndex: [AllocationsReport.StackFrame: Int] = [:]
+      var table: [AllocationsReport.StackFrame] = []
+      func index(_ frame: AllocationsReport.StackFrame) -> Int {
+        if let known = frameIndex[frame] { return known }
+        table.append(frame)
+        frameIndex[frame] = table.count - 1
+        return table.count - 1
+      }
+      struct StackTally {
+        var count = 0
+        var bytes = 0
+        var bytesByCategory: [AllocationCategoryKey: Int] = [:]
+      }
+      var byStack: [UInt32: StackTally] = [:]
+      for block in recording.liveBlocks where block.stackID != 0 {
+        byStack[block.stackID, default: StackTally()].count += 1
+        byStack[block.stackID]!.bytes += block.size
+        byStack[block.stackID]!.bytesByCategory[block.categoryKey, default: 0] += block.size
+      }
+      persistentStacks = byStack.sorted { ($0.value.bytes, $1.key) > ($1.value.bytes, $0.key) }
+        .prefix(Self.persistentStackLimit).map { id, tally in
+          let heaviest = tally.bytesByCategory.max { ($0.value, "\($1.key)") < ($1.value, "\($0.key)") }?.key
+          return AllocationsReport.PersistentStack(
+            count: tally.count, bytes: tally.bytes,
+            category: heaviest.map { recording.category(for: $0).name } ?? "",
+            frames: symbolizedStack(id).map(index))
+        }
+      stackFrames = table
+    }
+
     let timeline = recording.timeline.map {
       AllocationsReport.TimelinePoint(timeMilliseconds: milliseconds($0.timestampNanoseconds), liveBytes: $0.liveBytes)
     }
@@ -129,8 +163,12 @@ struct AllocationsAnalysis {
         freedCategories: recording.lostFreedKeys, timelinePoints: recording.lostTimeline),
       overhead: AllocationsReport.Overhead(
         blockTableBytes: recording.blockTableBytes, stackTableBytes: recording.stackTableBytes,
-        bytesPerLiveBlock: persistentCount > 0 ? Double(recording.blockTableBytes) / Double(persistentCount) : 0))
+        bytesPerLiveBlock: persistentCount > 0 ? Double(recording.blockTableBytes) / Double(persistentCount) : 0),
+      persistentStacks: persistentStacks, stackFrames: stackFrames)
   }
+
+  /// Stacks kept in `persistentStacks`, heaviest first.
+  static let persistentStackLimit = 300
 
   /// Leaf first; each address expands to its inlined frames (innermost first).
   func symbolize(_ addresses: [UInt], symbolizer: Symbolizer?) -> [AllocationsReport.StackFrame] {

@@ -19,6 +19,27 @@ public struct AllocationsReport: Codable, Sendable, Equatable {
   public var lost: Lost
   /// What recording cost in memory.
   public var overhead: Overhead
+  /// What was still live at the end by allocation stack, heaviest first (at most
+  /// `AllocationsAnalysis.persistentStackLimit`): the allocation flame graph's and the
+  /// exports' input. Nil when recorded without stacks.
+  public var persistentStacks: [PersistentStack]? = nil
+  /// The frames `persistentStacks` index into, each once.
+  public var stackFrames: [StackFrame]? = nil
+
+  public struct PersistentStack: Codable, Sendable, Equatable {
+    public var count: Int
+    public var bytes: Int
+    /// The category most of the bytes belong to.
+    public var category: String
+    /// Indices into `stackFrames`, leaf first.
+    public var frames: [Int]
+  }
+
+  /// A persistent stack's frames, leaf first.
+  public func frames(of stack: PersistentStack) -> [StackFrame] {
+    let table = stackFrames ?? []
+    return stack.frames.compactMap { table.indices.contains($0) ? table[$0] : nil }
+  }
 
   public struct Totals: Codable, Sendable, Equatable {
     public var totalAllocations: Int
@@ -73,12 +94,20 @@ public struct AllocationsReport: Codable, Sendable, Equatable {
     public var allocationStack: [StackFrame]
   }
 
-  public struct StackFrame: Codable, Sendable, Equatable {
+  public struct StackFrame: Codable, Sendable, Hashable {
     public var symbol: String
     public var module: String
     public var file: String?
     public var line: Int?
     public var isApp: Bool
+
+    public init(symbol: String, module: String, file: String? = nil, line: Int? = nil, isApp: Bool) {
+      self.symbol = symbol
+      self.module = module
+      self.file = file
+      self.line = line
+      self.isApp = isApp
+    }
   }
 
   public struct TimelinePoint: Codable, Sendable, Equatable {

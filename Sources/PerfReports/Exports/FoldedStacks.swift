@@ -65,3 +65,23 @@ public enum FoldedStacks {
     return result.isEmpty ? "<unnamed>" : result
   }
 }
+
+/// What was still live at the end of a run, by allocation stack, in the folded format:
+/// `root;caller;allocating function <bytes>` (a memory flame graph with flamegraph.pl
+/// `--countname=bytes`, or speedscope).
+public enum AllocationsFolded {
+  /// - Parameter hideSystemLibraries: keep only the program's own frames (a stack with none
+  ///   keeps its frames), as Hide System Libraries does.
+  public static func render(_ allocations: AllocationsReport, hideSystemLibraries: Bool = false) -> String {
+    var totals: [String: Int] = [:]
+    for stack in allocations.persistentStacks ?? [] {
+      var frames = Array(allocations.frames(of: stack).reversed())
+      if hideSystemLibraries, frames.contains(where: \.isApp) { frames = frames.filter(\.isApp) }
+      // The category is the last frame: what the bytes are.
+      let line = (frames.map { FoldedStacks.escape($0.symbol) } + [FoldedStacks.escape("[\(stack.category)]")])
+        .joined(separator: ";")
+      totals[line, default: 0] += stack.bytes
+    }
+    return totals.sorted { $0.key < $1.key }.filter { $0.value > 0 }.map { "\($0.key) \($0.value)\n" }.joined()
+  }
+}

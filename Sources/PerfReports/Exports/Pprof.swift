@@ -76,6 +76,72 @@ public enum Pprof {
     return Gzip.stored(message.data)
   }
 
+  /// What was still live at the end of the run by allocation stack: `inuse_objects/count`
+  /// and `inuse_space/bytes` (pprof's heap profile; the recorder keeps stacks for live
+  /// blocks only, so the `alloc_*` types are not written). Nil when recorded without stacks.
+  public static func heapProfile(_ allocations: AllocationsReport) -> Data? {
+    guard let stacks = allocations.persistentStacks else { return nil }
+    var strings = StringTable()
+    var message = ProtobufWriter()
+    let objectsType = valueType(strings.index("inuse_objects"), strings.index("count"))
+    let spaceType = valueType(strings.index("inuse_space"), strings.index("bytes"))
+    message.bytes(field: 1, objectsType)
+    message.bytes(field: 1, spaceType)
+    var locationIDs: [String: UInt64] = [:]
+    var functionIDs: [String: UInt64] = [:]
+    var locations = ProtobufWriter()
+    var functions = ProtobufWriter()
+    let categoryKey = strings.index("object")
+    for stack in stacks {
+      var ids: [UInt64] = []
+      for frame in allocations.frames(of: stack) {
+        let functionKey = "\(frame.symbol)\u{0}\(frame.module)\u{0}\(frame.file ?? "")"
+        let functionID: UInt64
+        if let known = functionIDs[functionKey] {
+          functionID = known
+        } else {
+          functionID = UInt64(functionIDs.count + 1)
+          functionIDs[functionKey] = functionID
+          var function = ProtobufWriter()
+          function.varint(field: 1, functionID)
+          function.varint(field: 2, UInt64(strings.index(frame.symbol)))
+          function.varint(field: 3, UInt64(strings.index(frame.symbol)))
+          function.varint(field: 4, UInt64(strings.index(frame.file ?? frame.module)))
+          functions.bytes(field: 5, function.data)
+        }
+        let locationKey = "\(functionID):\(frame.line ?? 0)"
+        if let known = locationIDs[locationKey] {
+          ids.append(known)
+          continue
+        }
+        let locationID = UInt64(locationIDs.count + 1)
+        locationIDs[locationKey] = locationID
+        var line = ProtobufWriter()
+        line.varint(field: 1, functionID)
+        if let number = frame.line { line.varint(field: 2, UInt64(number)) }
+        var location = ProtobufWriter()
+        location.varint(field: 1, locationID)
+        location.bytes(field: 4, line.data)
+        locations.bytes(field: 4, location.data)
+        ids.append(locationID)
+      }
+      var sample = ProtobufWriter()
+      sample.packed(field: 1, ids)  // leaf first, as the stack is
+      sample.packed(field: 2, [UInt64(stack.count), UInt64(stack.bytes)])
+      var label = ProtobufWriter()
+      label.varint(field: 1, UInt64(categoryKey))
+      label.varint(field: 2, UInt64(strings.index(stack.category)))
+      sample.bytes(field: 3, label.data)
+      message.bytes(field: 2, sample.data)
+    }
+    message.append(locations)
+    message.append(functions)
+    for string in strings.strings { message.bytes(field: 6, Data(string.utf8)) }
+    message.bytes(field: 11, spaceType)
+    message.varint(field: 14, UInt64(strings.index("inuse_space")))
+    return Gzip.stored(message.data)
+  }
+
   private static func valueType(_ type: Int, _ unit: Int) -> Data {
     var value = ProtobufWriter()
     value.varint(field: 1, UInt64(type))
