@@ -176,6 +176,15 @@ struct HTMLBrowserTests {
           "changePercent": NSNull(), "limitPercent": NSNull(), "passed": true,
         ],
       ],
+      "functionChanges": [
+        ["symbol": "App.filter(_:)", "module": "App", "baselineSelfPercent": 30.0, "currentSelfPercent": 70.0]
+      ],
+      "allocationChanges": [
+        [
+          "category": "App.Entry", "site": "App.Cache.store(_:) (Cache.swift:12)", "baselineBytes": 1000,
+          "currentBytes": 5096, "baselineCount": 1, "currentCount": 5,
+        ]
+      ],
     ]
     let withComparison = directory.appendingPathComponent("with-comparison.json")
     try JSONSerialization.data(withJSONObject: object).write(to: withComparison)
@@ -190,6 +199,10 @@ struct HTMLBrowserTests {
     // The unit formats the values rather than taking a column; unknown keys still show.
     #expect(selfTest.dom.contains("1.95 KiB") && !selfTest.dom.contains(">unit</th>"))
     #expect(selfTest.dom.contains("grew by 1000 bytes") && selfTest.dom.contains("closure-retain-cycles [fixed]"))
+    // What moved: the functions' shares and the allocation stacks that grew, as tables.
+    #expect(selfTest.dom.contains("Functions that moved most") && selfTest.dom.contains("+40.0 pts"))
+    #expect(selfTest.dom.contains("App.Cache.store(_:) (Cache.swift:12)") && selfTest.dom.contains("+4.00 KiB"))
+    #expect(!selfTest.dom.contains("<dt>functionChanges</dt>"), "drawn as a table, not as raw JSON")
   }
 
   @Test("report --html into a folder that does not exist fails with exit 1 and names the path")

@@ -200,4 +200,57 @@ struct BaselineComparisonTests {
         == "Swift.Dictionary<Foundation.(unknown context).Box, (unknown context).Key>")
     #expect(SwiftMetadataNamer.withoutAddresses("App.Screen") == "App.Screen")
   }
+
+  /// Two runs of one program: the filter now takes 70 % of the samples instead of 30 %.
+  private func profile(filterShare: Int) -> Profile {
+    let frames = [
+      ProfileFrame(name: "App.main()", module: "App", isApp: true),
+      ProfileFrame(name: "App.filter(_:)", module: "App", isApp: true),
+      ProfileFrame(name: "App.decode(_:)", module: "App", isApp: true),
+      ProfileFrame(name: "memcpy", module: "libc.so.6", isApp: false),
+    ]
+    let samples =
+      Array(repeating: ProfileSample(thread: 0, weight: 1, stack: [0, 1, 3]), count: filterShare)
+      + Array(repeating: ProfileSample(thread: 0, weight: 1, stack: [0, 2]), count: 100 - filterShare)
+    return Profile(
+      frames: frames, threads: [ProfileThread(name: "Main Thread", isMain: true, threadID: 1)], samples: samples)
+  }
+
+  @Test("the program's functions whose share of the samples moved, system time charged to their caller")
+  func functionChanges() {
+    let changes = BaselineComparison.functionChanges(from: profile(filterShare: 30), to: profile(filterShare: 70))
+    #expect(
+      changes.map(\.symbol) == ["App.decode(_:)", "App.filter(_:)"]
+        || changes.map(\.symbol) == ["App.filter(_:)", "App.decode(_:)"])
+    let filter = changes.first { $0.symbol == "App.filter(_:)" }
+    #expect(filter?.baselineSelfPercent == 30 && filter?.currentSelfPercent == 70 && filter?.changePoints == 40)
+    #expect(!changes.contains { $0.symbol == "memcpy" }, "memcpy's time is App.filter's under Hide System Libraries")
+    #expect(BaselineComparison.functionChanges(from: profile(filterShare: 30), to: profile(filterShare: 30)).isEmpty)
+  }
+
+  @Test("a failing byte figure names the allocation stack that grew most")
+  func allocationStackThatGrew() throws {
+    func withStacks(_ cacheBytes: Int, persistentBytes: Int) -> Report {
+      var run = report(persistentBytes: persistentBytes)
+      run.allocations?.stackFrames = [
+        .init(symbol: "malloc", module: "CPerfAlloc", isApp: false),
+        .init(symbol: "App.Cache.store(_:)", module: "App", file: "/src/Cache.swift", line: 12, isApp: true),
+        .init(symbol: "App.Log.append(_:)", module: "App", file: "/src/Log.swift", line: 3, isApp: true),
+      ]
+      run.allocations?.persistentStacks = [
+        .init(count: cacheBytes / 1000, bytes: cacheBytes, category: "App.Entry", frames: [0, 1]),
+        .init(count: 2, bytes: 2000, category: "Malloc 1.00 KiB", frames: [0, 2]),
+      ]
+      return run
+    }
+    let comparison = BaselineComparison.compare(
+      withStacks(500_000, persistentBytes: 600_000), with: withStacks(100_000, persistentBytes: 200_000),
+      baselinePath: "base.json")
+    let grown = try #require(comparison.allocationChanges)
+    #expect(grown.count == 1, "the log's stack did not change")
+    #expect(grown.first?.site == "App.Cache.store(_:) (Cache.swift:12)" && grown.first?.currentCount == 500)
+    let bytes = try row(comparison, "persistent bytes")
+    #expect(
+      !bytes.passed && (bytes.detail ?? "").contains("grew most at App.Cache.store(_:) (Cache.swift:12)"), "\(bytes)")
+  }
 }

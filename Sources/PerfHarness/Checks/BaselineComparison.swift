@@ -24,6 +24,12 @@ public struct BaselineComparison: Codable, Sendable, Equatable {
   public var minimumCount: Int
   public var passed: Bool
   public var rows: [Row]
+  /// The program's functions whose share of the samples moved most (nil when either run has
+  /// no time profile): what a differential flame graph colours.
+  public var functionChanges: [FunctionChange]? = nil
+  /// The allocation stacks whose live bytes at the end grew most (nil when either run kept
+  /// no allocation stacks).
+  public var allocationChanges: [AllocationChange]? = nil
 
   public struct Row: Codable, Sendable, Equatable {
     public var metric: String
@@ -120,12 +126,32 @@ extension BaselineComparison {
       builder.timed("step '\(step.name)' median", baseSteps[step.name], step.medianMilliseconds)
     }
 
-    return BaselineComparison(
+    var comparison = BaselineComparison(
       baseline: baselinePath, baselineScenario: "\(baseline.scenario.name) [\(baseline.scenario.variant)]",
       tolerancePercent: tolerances.percent, timeTolerancePercent: tolerances.timePercent,
       peakTolerancePercent: tolerances.peakPercent,
       minimumBytes: tolerances.minimumBytes, minimumCount: tolerances.minimumCount,
       passed: builder.rows.allSatisfy(\.passed), rows: builder.rows)
+    if let before = baseline.timeProfile?.profile, let after = current.timeProfile?.profile {
+      comparison.functionChanges = functionChanges(from: before, to: after)
+    }
+    if let base, let now, base.persistentStacks != nil, now.persistentStacks != nil {
+      let grown = allocationChanges(from: base, to: now)
+      comparison.allocationChanges = grown
+      // A byte figure that failed says where the new bytes were allocated.
+      if let top = grown.first {
+        for index in comparison.rows.indices
+        where !comparison.rows[index].passed && comparison.rows[index].unit == Unit.bytes.rawValue
+          && !comparison.rows[index].metric.hasPrefix("leaked")
+        {
+          let site =
+            "grew most at \(top.site): +\(ByteSize(bytes: top.currentBytes - top.baselineBytes)) of \(top.category)"
+          comparison.rows[index].detail = [comparison.rows[index].detail, site].compactMap { $0 }.joined(
+            separator: "; ")
+        }
+      }
+    }
+    return comparison
   }
 
   private static func maxGrowthAfterWarmUp(_ allocations: AllocationsReport) -> Int {

@@ -233,14 +233,37 @@ extension HTMLReport {
           if (k === 'minimumCount' && isNum(v)) return [known[k], 'up to ' + v];
           return [known[k], shown(v)];
         });
+      var drawn = ['rows', 'functionChanges', 'allocationChanges'];
       Object.keys(c).forEach(function (k) {
-        if (!(k in known) && k !== 'rows') pairs.push([k, shown(c[k])]);
+        if (!(k in known) && drawn.indexOf(k) < 0) pairs.push([k, shown(c[k])]);
       });
       var html = facts(pairs);
       html += rows.length ? table(keys.map(function (key) {
         return { title: titles[key] || key, num: ['baseline', 'current', 'changePercent', 'limitPercent'].indexOf(key) >= 0,
           html: function (row) { return cell(key, row); } };
       }), rows) : '<p class="muted">No metrics compared.</p>';
+      function points(v) { return isNum(v) ? (v > 0 ? '+' : '') + fixed(v, 1) + ' pts' : '—'; }
+      if (Array.isArray(c.functionChanges) && c.functionChanges.length) {
+        html += '<h3>Functions that moved most</h3><p class="muted">Share of the samples executing in each ' +
+          'of the program\'s functions (Hide System Libraries), in the baseline and now.</p>' + table([
+          { title: 'Change', num: true, html: function (f) {
+            var d = f.currentSelfPercent - f.baselineSelfPercent;
+            return '<span class="' + (d > 0 ? 'error' : 'ok') + '">' + points(d) + '</span>';
+          } },
+          { title: 'Baseline', num: true, html: function (f) { return fixed(f.baselineSelfPercent, 1) + '%'; } },
+          { title: 'Now', num: true, html: function (f) { return fixed(f.currentSelfPercent, 1) + '%'; } },
+          { title: 'Function', html: function (f) { return esc(f.symbol) + ' <span class="mod">' + esc(f.module) + '</span>'; } },
+        ], c.functionChanges);
+      }
+      if (Array.isArray(c.allocationChanges) && c.allocationChanges.length) {
+        html += '<h3>Allocation stacks that grew most</h3><p class="muted">Bytes still live at the end, by ' +
+          'where the program allocated them.</p>' + table([
+          { title: 'Growth', num: true, html: function (a) { return '+' + bytes(a.currentBytes - a.baselineBytes); } },
+          { title: 'Blocks', num: true, html: function (a) { return int(a.currentCount) + ' (was ' + int(a.baselineCount) + ')'; } },
+          { title: 'Where', html: function (a) { return esc(a.site); } },
+          { title: 'What', html: function (a) { return esc(a.category); } },
+        ], c.allocationChanges);
+      }
       return html;
     }
     """#

@@ -62,7 +62,28 @@ public enum MarkdownSummary {
         + "\(row.changePercent.map { String(format: "%+.1f %%", $0) } ?? "-") | "
         + "\(row.limitPercent.map { String(format: "+%g %%", $0) } ?? "-") |\n"
     }
-    return out + "\n"
+    out += "\n"
+    if let functions = comparison.functionChanges, !functions.isEmpty {
+      out += "**Functions that moved most** (share of the samples executing in them)\n\n"
+      out += "| change | baseline | current | function |\n|---:|---:|---:|---|\n"
+      for change in functions {
+        out +=
+          "| \(String(format: "%+.1f pts", change.changePoints)) | \(String(format: "%.1f %%", change.baselineSelfPercent)) | "
+          + "\(String(format: "%.1f %%", change.currentSelfPercent)) | \(escape(change.symbol)) |\n"
+      }
+      out += "\n"
+    }
+    if let allocations = comparison.allocationChanges, !allocations.isEmpty {
+      out += "**Allocation stacks that grew most** (live at the end)\n\n"
+      out += "| growth | blocks | where | what |\n|---:|---:|---|---|\n"
+      for change in allocations {
+        out +=
+          "| +\(formatBytes(change.currentBytes - change.baselineBytes)) | \(String(format: "%+d", change.currentCount - change.baselineCount)) | "
+          + "\(escape(change.site)) | \(escape(change.category)) |\n"
+      }
+      out += "\n"
+    }
+    return out
   }
 
   /// Text safe in a table cell and in running text: pipes and markup characters escaped,

@@ -26,6 +26,25 @@ public enum ComparisonText {
           + leftPad(row.limitPercent.map { "+" + percent($0) } ?? "-", 8)
           + (row.detail.map { "  \($0)" } ?? ""))
     }
+    if let functions = comparison.functionChanges, !functions.isEmpty {
+      lines.append("    Functions that moved most (share of the samples executing in them, Hide System Libraries):")
+      for change in functions {
+        lines.append(
+          "      " + leftPad(String(format: "%+.1f pts", change.changePoints), 10) + "  "
+            + leftPad(String(format: "%.1f %%", change.baselineSelfPercent), 7) + " -> "
+            + leftPad(String(format: "%.1f %%", change.currentSelfPercent), 7) + "  \(change.symbol) [\(change.module)]"
+        )
+      }
+    }
+    if let allocations = comparison.allocationChanges, !allocations.isEmpty {
+      lines.append("    Allocation stacks that grew most (live at the end):")
+      for change in allocations {
+        lines.append(
+          "      " + leftPad("+" + formatBytes(change.currentBytes - change.baselineBytes), 11)
+            + leftPad(String(format: "%+d blocks", change.currentCount - change.baselineCount), 13)
+            + "  \(change.site)  [\(change.category)]")
+      }
+    }
     return lines.joined(separator: "\n") + "\n"
   }
 

@@ -1,0 +1,92 @@
+extension BaselineComparison {
+  /// A function whose share of the samples it executed in changed between the runs (Top
+  /// Functions' self time, with Hide System Libraries: system time charged to the program's
+  /// caller). Shares, not milliseconds: the runs may differ in length.
+  public struct FunctionChange: Codable, Sendable, Equatable {
+    public var symbol: String
+    public var module: String
+    public var baselineSelfPercent: Double
+    public var currentSelfPercent: Double
+
+    /// Percentage points gained (positive) or lost.
+    public var changePoints: Double { currentSelfPercent - baselineSelfPercent }
+  }
+
+  /// An allocation stack whose blocks still live at the end changed between the runs.
+  public struct AllocationChange: Codable, Sendable, Equatable {
+    /// The category most of the bytes belong to.
+    public var category: String
+    /// Where the program made them: its own first frame, `symbol (file:line)`.
+    public var site: String
+    public var baselineBytes: Int
+    public var currentBytes: Int
+    public var baselineCount: Int
+    public var currentCount: Int
+  }
+
+  /// Functions listed, most moved first.
+  static let functionChangeLimit = 15
+  /// Moves smaller than this many points are sampling noise in a short run.
+  static let functionChangeThreshold = 0.5
+  /// Allocation stacks listed, most grown first.
+  static let allocationChangeLimit = 10
+
+  static func functionChanges(from baseline: Profile, to current: Profile) -> [FunctionChange] {
+    func shares(_ profile: Profile) -> [String: FunctionWeight] {
+      Dictionary(
+        profile.topFunctions(hideSystemLibraries: true).map { ("\($0.symbol)\u{0}\($0.module)", $0) },
+        uniquingKeysWith: { first, _ in first })
+    }
+    let before = shares(baseline)
+    let after = shares(current)
+    let changes = Set(before.keys).union(after.keys).compactMap { key -> FunctionChange? in
+      guard let function = after[key] ?? before[key], function.isApp else { return nil }
+      let change = FunctionChange(
+        symbol: function.symbol, module: function.module, baselineSelfPercent: before[key]?.selfPercent ?? 0,
+        currentSelfPercent: after[key]?.selfPercent ?? 0)
+      return abs(change.changePoints) >= functionChangeThreshold ? change : nil
+    }
+    return Array(
+      changes.sorted { (abs($0.changePoints), $1.symbol) > (abs($1.changePoints), $0.symbol) }
+        .prefix(functionChangeLimit))
+  }
+
+  /// Stacks are matched by their frames' names and lines and their category.
+  static func allocationChanges(from baseline: AllocationsReport, to current: AllocationsReport)
+    -> [AllocationChange]
+  {
+    struct Tally {
+      var bytes = 0
+      var count = 0
+      var category = ""
+      var site = ""
+    }
+    func tallies(_ report: AllocationsReport) -> [String: Tally] {
+      var result: [String: Tally] = [:]
+      for stack in report.persistentStacks ?? [] {
+        let frames = report.frames(of: stack)
+        let key = frames.map { "\($0.symbol)@\($0.line ?? 0)" }.joined(separator: "\n") + "\n" + stack.category
+        var tally = result[key] ?? Tally()
+        tally.bytes += stack.bytes
+        tally.count += stack.count
+        tally.category = stack.category
+        tally.site = frames.programSite ?? frames.first?.symbol ?? "?"
+        result[key] = tally
+      }
+      return result
+    }
+    let before = tallies(baseline)
+    let after = tallies(current)
+    let grown = after.compactMap { key, now -> AllocationChange? in
+      let then = before[key] ?? Tally()
+      guard now.bytes > then.bytes else { return nil }
+      return AllocationChange(
+        category: now.category, site: now.site, baselineBytes: then.bytes, currentBytes: now.bytes,
+        baselineCount: then.count, currentCount: now.count)
+    }
+    return Array(
+      grown.sorted {
+        ($0.currentBytes - $0.baselineBytes, $1.site) > ($1.currentBytes - $1.baselineBytes, $0.site)
+      }.prefix(allocationChangeLimit))
+  }
+}
