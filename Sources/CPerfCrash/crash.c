@@ -18,7 +18,14 @@
 enum { Armed = 0, Signalled = 1, Disarmed = 2, Idle = 3 };
 
 static const int k_fatal[] = {SIGSEGV, SIGBUS, SIGILL, SIGTRAP, SIGFPE, SIGABRT};
-enum { FatalCount = sizeof k_fatal / sizeof k_fatal[0], HandledMax = FatalCount + 1 };
+// The harness passes a Ctrl-C or SIGTERM on to the scenario's process group: the run so far
+// is reported, then the signal goes on to its previous owner (by default, the end).
+static const int k_interrupts[] = {SIGINT, SIGTERM};
+enum {
+  FatalCount = sizeof k_fatal / sizeof k_fatal[0],
+  InterruptCount = sizeof k_interrupts / sizeof k_interrupts[0],
+  HandledMax = FatalCount + InterruptCount + 1
+};
 
 static int g_signals[HandledMax];
 static int g_signalCount;
@@ -98,8 +105,14 @@ int32_t CPerfCrash_arm(int32_t stopSignal, int64_t handlerWaitMs) {
   g_handlerWaitMs = handlerWaitMs;
   g_signalCount = 0;
   for (int i = 0; i < FatalCount; i++) g_signals[g_signalCount++] = k_fatal[i];
+  for (int i = 0; i < InterruptCount; i++) {
+    // Ignored, it would be ignored again after the report, and the scenario would go on.
+    struct sigaction current;
+    if (sigaction(k_interrupts[i], NULL, &current) == 0 && current.sa_handler != SIG_IGN)
+      g_signals[g_signalCount++] = k_interrupts[i];
+  }
   int listed = 0;
-  for (int i = 0; i < FatalCount; i++) listed |= k_fatal[i] == stopSignal;
+  for (int i = 0; i < g_signalCount; i++) listed |= g_signals[i] == stopSignal;
   if (stopSignal > 0 && !listed) g_signals[g_signalCount++] = stopSignal;
   if (sem_init(&g_wake, 0, 0) != 0) return errno;
   atomic_store(&g_signal, 0);
@@ -175,4 +188,53 @@ void CPerfCrash_release(void) {
 
 int32_t CPerfCrash_signalMainThread(int32_t pid, int32_t signal) {
   return syscall(SYS_tgkill, pid, pid, signal) == 0 ? 0 : errno;
+}
+
+// The harness's side: a Ctrl-C reaches the terminal's foreground group, which the
+// scenario's own group is not; the handler passes it on (kill is async-signal-safe).
+static _Atomic int g_interruption;
+static _Atomic int g_childGroup;
+
+static void interrupt_handler(int sig) {
+  int savedErrno = errno;
+  int expected = 0;
+  atomic_compare_exchange_strong(&g_interruption, &expected, sig);
+  int group = atomic_load(&g_childGroup);
+  if (group > 0) kill(-group, sig);
+  errno = savedErrno;
+}
+
+int32_t CPerfCrash_catchInterrupts(void) {
+  static const int interrupts[] = {SIGINT, SIGTERM};
+  for (int i = 0; i < 2; i++) {
+    struct sigaction previous;
+    if (sigaction(interrupts[i], NULL, &previous) != 0) return errno;
+    if (previous.sa_handler == SIG_IGN) continue;
+    struct sigaction action;
+    memset(&action, 0, sizeof action);
+    action.sa_handler = interrupt_handler;
+    action.sa_flags = SA_RESTART;
+    sigemptyset(&action.sa_mask);
+    if (sigaction(interrupts[i], &action, NULL) != 0) return errno;
+  }
+  // Started from a thread that blocks them (a Dispatch worker's mask is inherited through
+  // posix_spawn), the harness would never see them.
+  sigset_t unblock;
+  sigemptyset(&unblock);
+  sigaddset(&unblock, SIGINT);
+  sigaddset(&unblock, SIGTERM);
+  pthread_sigmask(SIG_UNBLOCK, &unblock, NULL);
+  return 0;
+}
+
+int32_t CPerfCrash_interruption(void) { return atomic_load(&g_interruption); }
+
+void CPerfCrash_setChildGroup(int32_t pgid) { atomic_store(&g_childGroup, pgid); }
+
+int32_t CPerfCrash_becomeSubreaper(void) { return prctl(PR_SET_CHILD_SUBREAPER, 1) == 0 ? 0 : errno; }
+
+int32_t CPerfCrash_dieWithParent(int32_t parent) {
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) return -errno;
+  // The parent may have died before the signal was set: then it never comes.
+  return getppid() != parent ? 1 : 0;
 }

@@ -92,9 +92,9 @@ struct BaselineSource {
   /// A baseline from a run that crashed or did not pass its own run measured less than a
   /// whole run: every figure it lacks would read "not measured in the baseline" and pass.
   static func refuseIncomplete(_ report: Report, file: String, flag: String) throws {
-    guard report.status == .crashed else { return }
+    guard report.status == .crashed || report.status == .interrupted else { return }
     throw ValidationError(
-      "\(flag) \(file) is the report of a run that crashed (\(report.error ?? "no reason given")): its figures are partial; accepted: the report of a run that completed"
+      "\(flag) \(file) is the report of a run that \(report.status == .crashed ? "crashed" : "was interrupted") (\(report.error ?? "no reason given")): its figures are partial; accepted: the report of a run that completed"
     )
   }
 }

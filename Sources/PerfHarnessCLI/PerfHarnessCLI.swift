@@ -32,7 +32,8 @@ struct PerfHarnessCommand: ParsableCommand {
     abstract: "Instruments for Swift on Linux: time profiles, allocations and leaks of repeatable scenarios.",
     discussion: """
       Exit codes: 0 ran and every check passed · 2 a threshold check failed · 3 the scenario \
-      crashed or timed out · 64 usage error · 1 any other harness error.
+      crashed or timed out · 64 usage error · 1 any other harness error · 130/143 interrupted by \
+      SIGINT/SIGTERM (an interrupted report is still written).
       """,
     version: PerfHarnessVersion.current,
     subcommands: [ListCommand.self, ScenarioCommand.self, ReportCommand.self, CompareCommand.self])

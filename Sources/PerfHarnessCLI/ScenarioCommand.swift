@@ -1,4 +1,5 @@
 import ArgumentParser
+import CPerfCrash
 import Foundation
 import PerfHarness
 import PerfReports
@@ -76,9 +77,18 @@ struct ScenarioCommand: ParsableCommand {
   }
 
   func run() throws {
+    if options.childResult != nil {
+      ScenarioProcess.dieWithParent()
+    } else if !options.inProcess {
+      // Failing either leaves the harness as it was before: interrupts end it at once and
+      // orphans go to init.
+      _ = CPerfCrash_catchInterrupts()
+      _ = CPerfCrash_becomeSubreaper()
+    }
     let reports = try MainActor.assumeIsolated { try runAll() }
     // A child hands its report over in the file; the parent decides the exit code.
     if options.childResult != nil { return }
+    if case let signal = CPerfCrash_interruption(), signal != 0 { throw ExitCode(128 + signal) }
     if reports.contains(where: { $0.status == .crashed }) { throw ExitCodes.crashed }
     if reports.contains(where: { $0.status == .failed }) { throw ExitCodes.checkFailed }
   }
@@ -134,6 +144,8 @@ struct ScenarioCommand: ParsableCommand {
       }
       reports.append(report)
       written.append((report, "\(report.scenario.name)/\(report.scenario.variant)"))
+      // The run so far is written; the person who pressed Ctrl-C wants no more.
+      if CPerfCrash_interruption() != 0 { break }
     }
     // One page that links every report of this run, its path printed last: the one line a
     // person needs to open what the run found.

@@ -18,6 +18,17 @@ extension ScenarioProcess {
   /// How long the harness reads the child's stderr after the child ended, while another
   /// process still holds it open.
   static let standardErrorDrainSeconds = 5
+  /// The harness's pid, for the child: it ends when the harness does.
+  static let parentEnvironmentKey = "PERFHARNESS_PARENT_PID"
+
+  /// For the child: SIGKILL when the harness that started it dies (even of SIGKILL), so
+  /// that no scenario spins on with nothing left to enforce --timeout or read its report.
+  static func dieWithParent() {
+    guard let value = ProcessInfo.processInfo.environment[parentEnvironmentKey], let parent = Int32(value) else {
+      return
+    }
+    if CPerfCrash_dieWithParent(parent) == 1 { exit(1) }
+  }
 }
 
 /// The child's half of crash survival: while the scenario's body runs, a fatal signal or

@@ -12,38 +12,74 @@ struct ScenarioProcess {
   var options: ScenarioOptions
 
   func run(_ scenario: Scenario, variant: ScenarioVariant, iterations: Int) throws -> Report {
-    let result = FileManager.default.temporaryDirectory.appendingPathComponent(
-      "perfharness-\(getpid())-\(UUID().uuidString).json")
+    // Beside the reports rather than in TMPDIR: a TMPDIR that cannot be written must not
+    // turn a finished run into a crash, and a later run into this folder finds what a
+    // killed harness left.
+    let output = URL(fileURLWithPath: options.output)
+    do {
+      try FileManager.default.createDirectory(at: output, withIntermediateDirectories: true)
+    } catch {
+      throw HarnessError(
+        "cannot create the output directory \(output.path): \(error.localizedDescription); pass a writable directory with --output"
+      )
+    }
+    let result = output.appendingPathComponent(".perfharness-child-\(getpid())-\(UUID().uuidString).json")
     defer { try? FileManager.default.removeItem(at: result) }
     let process = Process()
     process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
     process.arguments = childArguments(scenario.name, variant: variant, iterations: iterations, result: result.path)
+    var environment = ProcessInfo.processInfo.environment
+    // The child ends with this process (ScenarioCommand.dieWithParent).
+    environment[Self.parentEnvironmentKey] = String(getpid())
     if options.recordingConfiguration.instruments.contains(.leaks) {
       // The interposer then tracks every block from the child's start, so the leak scan
       // knows the blocks allocated before the recording (CPerfAlloc_trackAllBlocks).
-      var environment = ProcessInfo.processInfo.environment
       environment["PERFHARNESS_TRACK_ALL_BLOCKS"] = "1"
-      process.environment = environment
     }
+    process.environment = environment
     // One pipe for both: whatever order Foundation sets the child's descriptors up in,
     // everything the scenario prints reaches it, and passes on to our stderr in order.
-    let output = Pipe()
-    process.standardError = output
-    process.standardOutput = output
-    let collected = StandardErrorCollector(output.fileHandleForReading, passingTo: FileHandle.standardError)
+    let pipe = Pipe()
+    process.standardError = pipe
+    process.standardOutput = pipe
+    let collected = StandardErrorCollector(pipe.fileHandleForReading, passingTo: FileHandle.standardError)
     let start = ContinuousClock.now
     do {
       try process.run()
     } catch {
       throw HarnessError("cannot start the scenario process \(process.executableURL?.path ?? "?"): \(error)")
     }
+    // Foundation starts the child in a process group of its own: a Ctrl-C at the terminal
+    // reaches only the harness, which passes it on from its signal handler.
+    let group = process.processIdentifier
+    CPerfCrash_setChildGroup(group)
+    defer { CPerfCrash_setChildGroup(0) }
+    let interruptedBeforeStart = CPerfCrash_interruption()
+    if interruptedBeforeStart != 0 { kill(-group, interruptedBeforeStart) }
     let deadline = start + .seconds(options.timeout)
     var timedOut = false
+    var interruption: (signal: Int32, at: ContinuousClock.Instant)?
     var killed: Kill?
     var lastStop = deadline
     var backtracer = BacktracerWatch(pid: process.processIdentifier)
-    while process.isRunning {
+    var ended: Ending?
+    while true {
+      ended = Ending.of(process)
+      if ended != nil { break }
       let now = ContinuousClock.now
+      if interruption == nil, case let signal = CPerfCrash_interruption(), signal != 0 {
+        interruption = (signal, now)
+      }
+      if let interruption {
+        // The child reports what it recorded and dies of the signal; one that ignores it
+        // or hangs in its report is killed with everything in its group.
+        if killed == nil && now > interruption.at + .seconds(Self.stopGraceSeconds) {
+          killed = .afterGrace
+          kill(-group, SIGKILL)
+        }
+        usleep(5_000)
+        continue
+      }
       if killed == nil && now > deadline && now >= lastStop {
         // The stop signal, once: the child writes what it recorded, then the backtracer
         // prints where it hung. It returns from a signal that was sent rather than raised
@@ -62,11 +98,17 @@ struct ScenarioProcess {
         } else if now > deadline + .seconds(Self.stopGraceSeconds) {
           killed = .afterGrace
         }
-        if killed != nil { kill(process.processIdentifier, SIGKILL) }
+        if killed != nil { kill(-group, SIGKILL) }
       }
       usleep(5_000)
     }
-    process.waitUntilExit()
+    if timedOut || interruption != nil {
+      // Nothing the scenario started outlives a run the harness ended.
+      Self.endLeftoverProcesses(group: group)
+    }
+    // Not process.waitUntilExit(): Foundation learns of the exit when a socket the child
+    // inherited closes, and a process the scenario forked holds it open as long as it lives.
+    guard let ending = ended else { throw HarnessError("lost track of the scenario process \(group)") }
     let wallTime = (ContinuousClock.now - start).components
     let milliseconds = Double(wallTime.seconds) * 1000 + Double(wallTime.attoseconds) / 1e15
     let (standardError, heldOpen, _) = collected.finish(within: Self.standardErrorDrainSeconds)
@@ -78,11 +120,20 @@ struct ScenarioProcess {
             .utf8))
     }
     let childReport = (try? Data(contentsOf: result)).flatMap { try? ReportJSON.decode($0) }
-    if process.terminationReason == .exit, process.terminationStatus == 0, let childReport {
+    if ending.signal == nil, ending.status == 0, let childReport {
       return childReport
     }
     let lines = standardError.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
-    let signal = process.terminationReason == .uncaughtSignal ? Self.signalName(process.terminationStatus) : nil
+    let signal = ending.signal.map(Self.signalName)
+    if let interruption {
+      return Self.interrupted(
+        childReport, by: interruption.signal, killed: killed != nil,
+        or: Report.crashed(
+          scenario: scenario.name, variant: variant.rawValue, iterations: iterations,
+          instruments: Instrument.allCases.filter(options.recordingConfiguration.instruments.contains), error: "",
+          wallTimeMilliseconds: milliseconds,
+          crash: CrashInfo(signal: nil, timedOut: false, stack: [], standardErrorTail: [])))
+    }
     var error: String
     if timedOut {
       error =
@@ -91,7 +142,7 @@ struct ScenarioProcess {
     } else if let signal {
       error = "the scenario crashed with \(signal)" + (Self.fatalMessage(lines).map { ": \($0)" } ?? "")
     } else {
-      error = "the scenario process exited with status \(process.terminationStatus) without a report"
+      error = "the scenario process exited with status \(ending.status) without a report"
     }
     let crash = CrashInfo(
       signal: signal, timedOut: timedOut, stack: Self.crashingStack(lines), standardErrorTail: Array(lines.suffix(40)))
@@ -107,6 +158,78 @@ struct ScenarioProcess {
       scenario: scenario.name, variant: variant.rawValue, iterations: iterations,
       instruments: Instrument.allCases.filter(options.recordingConfiguration.instruments.contains), error: error,
       wallTimeMilliseconds: milliseconds, crash: crash)
+  }
+
+  /// The report of a run the person running it stopped: what the child wrote before the
+  /// signal ended it, or `empty` (no figures) when it wrote nothing.
+  private static func interrupted(_ partial: Report?, by signal: Int32, killed: Bool, or empty: Report) -> Report {
+    var report = partial ?? empty
+    report.status = .interrupted
+    report.crash = nil
+    let name = signalName(signal)
+    var error = "interrupted: the harness received \(name) and passed it on to the scenario"
+    if killed { error += ", which was killed (SIGKILL) \(stopGraceSeconds) s later" }
+    error +=
+      partial == nil
+      ? "; the process wrote no partial report: steps, marks and recordings are lost"
+      : "; " + (partial?.error ?? "recorded until \(name)")
+    report.error = error
+    return report
+  }
+
+  /// How the child ended, once it has: its pid was the group's id.
+  struct Ending {
+    var signal: Int32?
+    var status: Int32
+
+    /// Without reaping it (WNOWAIT): Foundation's Process does that.
+    static func of(_ process: Process) -> Ending? {
+      let pid = process.processIdentifier
+      var info = siginfo_t()
+      if waitid(P_PID, id_t(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 {
+        guard info._sifields._sigchld.si_pid == pid else { return nil }
+        let status = info._sifields._sigchld.si_status
+        return info.si_code == CLD_EXITED ? Ending(signal: nil, status: status) : Ending(signal: status, status: status)
+      }
+      guard errno == ECHILD else { return nil }
+      // Foundation reaped it first, and has its status.
+      process.waitUntilExit()
+      let status = process.terminationStatus
+      return process.terminationReason == .exit
+        ? Ending(signal: nil, status: status) : Ending(signal: status, status: status)
+    }
+  }
+
+  /// SIGKILL to the child's group and to every process the scenario left behind: orphans
+  /// are reparented to the harness (a subreaper, CPerfCrash_becomeSubreaper) even when
+  /// they started process groups of their own, as Foundation's Process does.
+  static func endLeftoverProcesses(group: Int32) {
+    kill(-group, SIGKILL)
+    // Each round ends the orphans seen; their own children are reparented here next. The
+    // scenario's process itself is left for Foundation to reap.
+    for _ in 0..<64 {
+      let orphans = Self.children(of: getpid()).subtracting([group])
+      if orphans.isEmpty { return }
+      for pid in orphans {
+        kill(pid, SIGKILL)
+        var status: Int32 = 0
+        waitpid(pid, &status, 0)
+      }
+    }
+  }
+
+  /// The children of every thread of `pid`, from /proc.
+  static func children(of pid: Int32) -> Set<Int32> {
+    let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
+    var result = Set<Int32>()
+    for task in tasks {
+      guard let text = try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/children", encoding: .utf8) else {
+        continue
+      }
+      result.formUnion(
+        text.split(separator: " ").compactMap { Int32($0.trimmingCharacters(in: .whitespacesAndNewlines)) })
+    }
+    return result
   }
 
   /// Why the harness killed a child it had stopped, as the timeout error goes on.

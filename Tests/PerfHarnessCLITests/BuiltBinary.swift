@@ -30,27 +30,83 @@ struct BuiltBinary {
     var description: String { "\(name) is not built: run `swift build` before `swift test` (make test does)" }
   }
 
-  func run(_ arguments: [String], in directory: URL? = nil) throws -> Result {
+  func run(_ arguments: [String], in directory: URL? = nil, environment: [String: String] = [:]) throws -> Result {
+    try start(arguments, in: directory, environment: environment).wait()
+  }
+
+  /// Starts the executable; `wait()` collects its result.
+  func start(_ arguments: [String], in directory: URL? = nil, environment: [String: String] = [:]) throws -> Running {
     let process = Process()
     process.executableURL = url
     process.arguments = arguments
     if let directory { process.currentDirectoryURL = directory }
-    let output = Pipe()
-    let error = Pipe()
-    process.standardOutput = output
-    process.standardError = error
-    try process.run()
-    // Read before waiting, so a full pipe cannot block the child.
-    let outData = output.fileHandleForReading.readDataToEndOfFile()
-    let errData = error.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    // Every report a test makes is checked against the published JSON Schema.
-    if let flag = arguments.firstIndex(of: "--output"), flag + 1 < arguments.count {
-      try ReportSchema.validateReports(under: URL(fileURLWithPath: arguments[flag + 1]))
+    if !environment.isEmpty {
+      process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
     }
-    return Result(
-      status: process.terminationStatus, standardOutput: String(decoding: outData, as: UTF8.self),
-      standardError: String(decoding: errData, as: UTF8.self))
+    return try Running(process, arguments: arguments)
+  }
+
+  /// A started executable whose stdout and stderr are read on threads of their own: read
+  /// one after the other, a child filling the second pipe would block before closing the
+  /// first.
+  final class Running: @unchecked Sendable {
+    let process: Process
+    private let arguments: [String]
+    private let lock = NSLock()
+    private var output = Data()
+    private var error = Data()
+    private let done = DispatchGroup()
+
+    fileprivate init(_ process: Process, arguments: [String]) throws {
+      self.process = process
+      self.arguments = arguments
+      let outputPipe = Pipe()
+      let errorPipe = Pipe()
+      process.standardOutput = outputPipe
+      process.standardError = errorPipe
+      try process.run()
+      for (handle, isError) in [(outputPipe.fileHandleForReading, false), (errorPipe.fileHandleForReading, true)] {
+        done.enter()
+        Thread {
+          while case let chunk = handle.availableData, !chunk.isEmpty {
+            self.lock.withLock {
+              if isError { self.error.append(chunk) } else { self.output.append(chunk) }
+            }
+          }
+          self.done.leave()
+        }.start()
+      }
+    }
+
+    var pid: Int32 { process.processIdentifier }
+
+    /// What it has written to stderr so far.
+    var standardErrorSoFar: String { lock.withLock { String(decoding: error, as: UTF8.self) } }
+
+    /// Waits, at most `seconds`, until stderr contains `text`.
+    func waitForStandardError(containing text: String, seconds: Double = 120) -> Bool {
+      let end = Date(timeIntervalSinceNow: seconds)
+      while Date() < end {
+        if standardErrorSoFar.contains(text) { return true }
+        if !process.isRunning { return standardErrorSoFar.contains(text) }
+        usleep(10_000)
+      }
+      return false
+    }
+
+    func wait() throws -> Result {
+      process.waitUntilExit()
+      done.wait()
+      // Every report a test makes is checked against the published JSON Schema.
+      if let flag = arguments.firstIndex(of: "--output"), flag + 1 < arguments.count {
+        try ReportSchema.validateReports(under: URL(fileURLWithPath: arguments[flag + 1]))
+      }
+      return lock.withLock {
+        Result(
+          status: process.terminationStatus, standardOutput: String(decoding: output, as: UTF8.self),
+          standardError: String(decoding: error, as: UTF8.self))
+      }
+    }
   }
 }
 

@@ -17,8 +17,8 @@
 extern "C" {
 #endif
 
-/// Installs the handlers for SIGSEGV, SIGBUS, SIGILL, SIGTRAP, SIGFPE, SIGABRT and
-/// `stopSignal` (the signal the harness sends on --timeout). A signalled thread waits at
+/// Installs the handlers for SIGSEGV, SIGBUS, SIGILL, SIGTRAP, SIGFPE, SIGABRT, SIGINT and
+/// SIGTERM (unless ignored) and `stopSignal` (the signal the harness sends on --timeout). A signalled thread waits at
 /// most `handlerWaitMs` for the report. Returns 0, or errno of the failing sigaction
 /// (nothing is left installed then). One arming at a time per process. The calling
 /// thread (the main thread) gets those signals unblocked until CPerfCrash_release.
@@ -50,6 +50,28 @@ void CPerfCrash_release(void);
 /// Sends `signal` to the main thread of process `pid` (tgkill with tid == pid): a
 /// process-directed kill could land on any thread.
 int32_t CPerfCrash_signalMainThread(int32_t pid, int32_t signal);
+
+/// For the harness: catches SIGINT and SIGTERM, unless they are ignored when called (a
+/// shell that starts a job in the background wants them ignored). The first one received
+/// is kept for CPerfCrash_interruption; each one is passed on at once to the process
+/// group set with CPerfCrash_setChildGroup. Returns 0 or errno of the failing sigaction.
+int32_t CPerfCrash_catchInterrupts(void);
+
+/// The first SIGINT or SIGTERM caught since CPerfCrash_catchInterrupts, or 0.
+int32_t CPerfCrash_interruption(void);
+
+/// The process group an interruption is passed on to (0: none).
+void CPerfCrash_setChildGroup(int32_t pgid);
+
+/// For the harness: orphans of the processes it starts become its children
+/// (PR_SET_CHILD_SUBREAPER), so that it can end what a scenario left running. Returns 0
+/// or errno.
+int32_t CPerfCrash_becomeSubreaper(void);
+
+/// For the scenario child: SIGKILL when the thread that started it ends
+/// (PR_SET_PDEATHSIG). Returns 1 when `parent` is already gone (the signal was set too
+/// late to come), 0 when set, or -errno.
+int32_t CPerfCrash_dieWithParent(int32_t parent);
 
 #ifdef __cplusplus
 }

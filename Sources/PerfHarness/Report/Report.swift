@@ -91,6 +91,8 @@ extension Report {
 /// How a run ended.
 public enum RunStatus: String, Codable, Sendable {
   case passed, failed, crashed
+  /// Stopped by SIGINT or SIGTERM to the harness: what was recorded until then.
+  case interrupted
 }
 
 /// Wall time of one named scenario step.

@@ -21,7 +21,7 @@ extension HTMLReport {
     .badge { display: inline-block; padding: 1px 8px; border-radius: 9px; font-weight: 600; font-size: 12px;
       color: #fff; background: var(--muted); }
     .badge.passed { background: var(--pass); } .badge.failed { background: var(--fail); }
-    .badge.crashed { background: var(--warn); } .badge.no-checks { background: var(--muted); }
+    .badge.crashed, .badge.interrupted { background: var(--warn); } .badge.no-checks { background: var(--muted); }
     ul.findings { margin: 6px 0; padding-left: 18px; }
     ul.findings > li { margin: 4px 0; } ul.findings > li.problem { color: var(--fail); font-weight: 600; }
     ul.findings ul { font-weight: normal; color: var(--fg); font-size: 12px; }

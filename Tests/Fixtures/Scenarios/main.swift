@@ -18,6 +18,11 @@ nonisolated(unsafe) var survivors: [SurvivingFixtureObject] = []
 /// it by its command line.
 let orphanSleepSeconds = "117.25"
 
+/// How long the two processes `hang-with-a-process` starts sleep: FIXTURE_SLEEP_SECONDS,
+/// and that with a 1 appended. Tests find them by their command lines, so each test
+/// passes its own figure.
+let hangerSleepSeconds = ProcessInfo.processInfo.environment["FIXTURE_SLEEP_SECONDS"] ?? "118.25"
+
 /// How many SurvivingFixtureObjects `recordBeforeTheCrash` keeps live.
 let survivingCount = 250
 
@@ -90,6 +95,24 @@ let scenarios = [
   },
   Scenario("hang", summary: "spins forever after recording", variants: [.starter], defaultIterations: 1) { context in
     recordBeforeTheCrash(context)
+    spinForever()
+  },
+  Scenario(
+    "hang-with-a-process", summary: "starts two sleeping processes, then spins forever after recording",
+    variants: [.starter], defaultIterations: 1
+  ) { context in
+    let sleeper = Process()
+    sleeper.executableURL = URL(fileURLWithPath: "/bin/sleep")
+    sleeper.arguments = [hangerSleepSeconds]
+    sleeper.standardOutput = FileHandle.nullDevice
+    sleeper.standardError = FileHandle.nullDevice
+    try sleeper.run()
+    // Foundation's Process gave that one a process group of its own; system() forks, so
+    // this one stays in the scenario's group.
+    _ = system("/bin/sleep \(hangerSleepSeconds)1 >/dev/null 2>&1 &")
+    recordBeforeTheCrash(context)
+    print("hanging now")
+    fflush(nil)
     spinForever()
   },
   Scenario("throws", summary: "throws an error", variants: [.starter], defaultIterations: 1) { _ in
