@@ -1,4 +1,5 @@
 import ArgumentParser
+import Foundation
 import PerfHarness
 import Synchronization
 
@@ -15,7 +16,16 @@ public enum PerfHarnessCLI {
   /// Parses the process's arguments, runs the command and exits with the documented code.
   /// Must be called on the main thread: scenarios run there.
   public static func main(scenarios: [Scenario]) -> Never {
-    catalog.withLock { $0 = ScenarioCatalog(scenarios) }
+    let declared = ScenarioCatalog(scenarios)
+    if !declared.problems.isEmpty {
+      // The package's own code, not the command line: exit 1, before anything runs.
+      let name = PerfHarnessCommand.configuration.commandName ?? "perfharness"
+      let lines = declared.problems.map { "  \($0)\n" }.joined()
+      FileHandle.standardError.write(
+        Data("\(name): the scenarios passed to PerfHarnessCLI.main are declared wrongly:\n\(lines)".utf8))
+      exit(ExitCodes.harnessError.rawValue)
+    }
+    catalog.withLock { $0 = declared }
     PerfHarnessCommand.main()
     exit(0)
   }

@@ -85,6 +85,9 @@ struct ScenarioCommand: ParsableCommand {
       _ = CPerfCrash_catchInterrupts()
       _ = CPerfCrash_becomeSubreaper()
     }
+    // A file size limit (ulimit -f) then fails the write that passes it, which names its
+    // file, instead of killing the process.
+    signal(SIGXFSZ, SIG_IGN)
     let reports = try MainActor.assumeIsolated { try runAll() }
     // A child hands its report over in the file; the parent decides the exit code.
     if options.childResult != nil { return }
@@ -110,13 +113,26 @@ struct ScenarioCommand: ParsableCommand {
       if let childResult = options.childResult {
         // The child's half of ScenarioProcess: run, hand the report over, print nothing.
         let report = runner.run(scenario, variant: variant, iterations: iterations)
-        try ReportJSON.encode(report, pretty: false).write(to: URL(fileURLWithPath: childResult))
+        do {
+          try ReportJSON.encode(report, pretty: false).write(to: URL(fileURLWithPath: childResult))
+        } catch {
+          ScenarioProcess.failInChild(
+            "cannot write the scenario's result to \(childResult): \(error.localizedDescription)",
+            resultPath: childResult)
+        }
         return [report]
       }
-      var report =
-        options.inProcess
-        ? runner.run(scenario, variant: variant, iterations: iterations)
-        : try ScenarioProcess(options: options).run(scenario, variant: variant, iterations: iterations)
+      var report: Report
+      if options.inProcess {
+        let blame = InProcessBlame()
+        runner.interruptions = blame
+        report = runner.run(scenario, variant: variant, iterations: iterations)
+        if let failure = blame.failure {
+          throw HarnessError("perfharness failed running \(scenario.name), not the scenario: \(failure)")
+        }
+      } else {
+        report = try ScenarioProcess(options: options).run(scenario, variant: variant, iterations: iterations)
+      }
       if checks.check {
         let thresholds = try checks.thresholds(for: scenario)
         report.checks = ThresholdCheck.evaluate(thresholds, on: report)
@@ -132,7 +148,14 @@ struct ScenarioCommand: ParsableCommand {
         if report.status == .passed && !comparison.passed { report.status = .failed }
       }
       report.checked = checks.check || baseline != nil
-      let path = try ReportWriter(directory: options.output).write(report)
+      // The figures are printed even when the files cannot be written, then the run stops.
+      var writeFailure: (any Error)?
+      var path: String?
+      do {
+        path = try ReportWriter(directory: options.output).write(report)
+      } catch {
+        writeFailure = error
+      }
       switch options.format {
       case .text:
         print(RunSummaryText.render(report, reportPath: path), terminator: "")
@@ -142,6 +165,7 @@ struct ScenarioCommand: ParsableCommand {
       case .markdown:
         print(MarkdownSummary.render(report, reportPath: path), terminator: "")
       }
+      if let writeFailure { throw writeFailure }
       reports.append(report)
       written.append((report, "\(report.scenario.name)/\(report.scenario.variant)"))
       // The run so far is written; the person who pressed Ctrl-C wants no more.
@@ -163,6 +187,15 @@ struct ScenarioCommand: ParsableCommand {
     }
     return reports
   }
+}
+
+/// With --in-process: a failure of the harness's own work is exit 1, as in a child.
+@MainActor
+private final class InProcessBlame: ScenarioInterruptions {
+  var failure: String?
+  func scenarioWillStart(_ partialReport: PartialReport) {}
+  func scenarioDidEnd() {}
+  func harnessFailed(_ reason: String) { failure = reason }
 }
 
 /// Progress lines go to stderr, and only when a person is watching it.

@@ -18,6 +18,20 @@ extension ScenarioProcess {
   /// How long the harness reads the child's stderr after the child ended, while another
   /// process still holds it open.
   static let standardErrorDrainSeconds = 5
+  /// The child's exit status when the harness's own code failed in it (EX_SOFTWARE); the
+  /// parent then exits 1, naming the harness, not the scenario.
+  static let childHarnessFailureStatus: Int32 = 70
+
+  /// For the child: the harness's own failure, in the result file, then exit
+  /// ``childHarnessFailureStatus``.
+  static func failInChild(_ reason: String, resultPath: String) -> Never {
+    if let data = try? JSONEncoder().encode(ChildHarnessFailure(harnessFailure: reason)) {
+      try? data.write(to: URL(fileURLWithPath: resultPath))
+    }
+    FileHandle.standardError.write(Data("perfharness: \(reason)\n".utf8))
+    exit(childHarnessFailureStatus)
+  }
+
   /// The harness's pid, for the child: it ends when the harness does.
   static let parentEnvironmentKey = "PERFHARNESS_PARENT_PID"
 
@@ -37,7 +51,7 @@ extension ScenarioProcess {
 /// the child's result. Then the signal goes on to the runtime's backtracer.
 @MainActor
 final class CrashReporter: ScenarioInterruptions {
-  private let resultPath: String
+  let resultPath: String
   private var reporter: pthread_t?
 
   init(resultPath: String) {
@@ -86,6 +100,29 @@ final class CrashReporter: ScenarioInterruptions {
     let signalled = CPerfCrash_disarm()
     pthread_join(reporter, nil)
     if signalled == 0 { CPerfCrash_release() }
+  }
+}
+
+/// What the child's result file holds instead of a report when the harness's own code
+/// failed in it, or from the end of the scenario's code until the report replaces it: a
+/// process that dies then (the symbolizer on a small stack) died in the harness's code.
+struct ChildHarnessFailure: Codable {
+  var harnessFailure: String
+
+  static let afterTheScenario =
+    "the scenario's code had finished; the harness's own code then ended its process while stopping the instruments and building the report (symbolizing, leak scan)"
+}
+
+extension CrashReporter {
+  func harnessFailed(_ reason: String) {
+    scenarioDidEnd()
+    ScenarioProcess.failInChild(reason, resultPath: resultPath)
+  }
+
+  func scenarioWillBeReported() {
+    if let data = try? JSONEncoder().encode(ChildHarnessFailure(harnessFailure: ChildHarnessFailure.afterTheScenario)) {
+      try? data.write(to: URL(fileURLWithPath: resultPath))
+    }
   }
 }
 

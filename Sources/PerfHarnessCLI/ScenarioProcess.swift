@@ -119,7 +119,8 @@ struct ScenarioProcess {
           "perfharness: \(scenario.name): a process the scenario started still holds its stderr open; stopped reading it \(Self.standardErrorDrainSeconds) s after the scenario ended\n"
             .utf8))
     }
-    let childReport = (try? Data(contentsOf: result)).flatMap { try? ReportJSON.decode($0) }
+    let written = try? Data(contentsOf: result)
+    let childReport = written.flatMap { try? ReportJSON.decode($0) }
     if ending.signal == nil, ending.status == 0, let childReport {
       return childReport
     }
@@ -133,6 +134,10 @@ struct ScenarioProcess {
           instruments: Instrument.allCases.filter(options.recordingConfiguration.instruments.contains), error: "",
           wallTimeMilliseconds: milliseconds,
           crash: CrashInfo(signal: nil, timedOut: false, stack: [], standardErrorTail: [])))
+    }
+    if !timedOut {
+      try Self.blameTheHarness(
+        scenario.name, written: childReport == nil ? written : nil, ending: ending, signal: signal, lines: lines)
     }
     var error: String
     if timedOut {
@@ -158,6 +163,27 @@ struct ScenarioProcess {
       scenario: scenario.name, variant: variant.rawValue, iterations: iterations,
       instruments: Instrument.allCases.filter(options.recordingConfiguration.instruments.contains), error: error,
       wallTimeMilliseconds: milliseconds, crash: crash)
+  }
+
+  /// Throws when the child ended in the harness's own code rather than the scenario's: a
+  /// harness failure is exit 1 naming the harness, never the scenario's crash.
+  private static func blameTheHarness(
+    _ scenario: String, written: Data?, ending: Ending, signal: String?, lines: [String]
+  ) throws {
+    let failure = written.flatMap { try? JSONDecoder().decode(ChildHarnessFailure.self, from: $0) }
+    guard failure != nil || (signal == nil && ending.status == childHarnessFailureStatus) else { return }
+    var message = "perfharness failed running \(scenario), not the scenario: "
+    message +=
+      failure?.harnessFailure ?? lines.last { $0.hasPrefix("perfharness: ") }.map { String($0.dropFirst(13)) }
+      ?? "no reason given"
+    if let signal {
+      message += "; its process ended with \(signal)"
+      let stack = crashingStack(lines).prefix(3)
+      if !stack.isEmpty {
+        message += " in " + stack.map { $0.trimmingCharacters(in: .whitespaces) }.joined(separator: " | ")
+      }
+    }
+    throw HarnessError(message)
   }
 
   /// The report of a run the person running it stopped: what the child wrote before the

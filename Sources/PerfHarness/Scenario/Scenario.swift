@@ -36,17 +36,47 @@ public struct Scenario: Sendable {
     _ name: String, summary: String, variants: [ScenarioVariant] = [.starter, .fixed],
     defaultIterations: Int = 5, instruments: Set<Instrument> = Set(Instrument.defaults), body: @escaping Body
   ) {
-    precondition(Scenario.isValidName(name), "scenario names use lowercase letters, digits and '-': \(name)")
-    precondition(!variants.isEmpty, "a scenario needs at least one variant")
-    precondition(defaultIterations > 0, "defaultIterations must be positive")
+    // Not preconditions: a release build traps without their message. The command line
+    // refuses the catalog with these instead (PerfHarnessCLI.main).
+    var problems: [String] = []
+    if !Scenario.isValidName(name) {
+      problems.append("scenario name \(Scenario.quoted(name)) \(Scenario.nameRule)")
+    }
+    if variants.isEmpty { problems.append("scenario \(Scenario.quoted(name)) has no variant; it needs at least one") }
+    for variant in variants where !Scenario.isValidName(variant.rawValue) {
+      problems.append(
+        "variant \(Scenario.quoted(variant.rawValue)) of scenario \(Scenario.quoted(name)) \(Scenario.nameRule)")
+    }
+    var seen = Set<String>()
+    for variant in variants where !seen.insert(variant.rawValue).inserted {
+      problems.append("scenario \(Scenario.quoted(name)) lists variant \(Scenario.quoted(variant.rawValue)) twice")
+    }
+    if defaultIterations <= 0 {
+      problems.append("scenario \(Scenario.quoted(name)): defaultIterations must be positive, got \(defaultIterations)")
+    }
     self.name = name
     self.summary = summary
-    self.variants = variants
-    self.defaultIterations = defaultIterations
+    self.variants = variants.isEmpty ? [.starter] : variants
+    self.defaultIterations = max(defaultIterations, 1)
     self.instrumentBits = Instrument.allCases.enumerated().reduce(0) {
       instruments.contains($1.element) ? $0 | (1 << $1.offset) : $0
     }
     self.body = body
+    self.declarationProblems = problems
+  }
+
+  /// What is wrong with how the scenario was declared (empty when nothing is). Names end
+  /// up as folder names of the report, so one that is not a plain name could write
+  /// outside the output folder.
+  public let declarationProblems: [String]
+
+  static let nameRule = "is not valid: names use lowercase letters, digits and '-' (e.g. search-scroll)"
+
+  /// Quoted with escapes: the name may hold control characters or be empty.
+  static func quoted(_ name: String) -> String {
+    "'"
+      + name.unicodeScalars.map { $0.properties.generalCategory == .control ? $0.escaped(asASCII: true) : String($0) }
+      .joined() + "'"
   }
 
   public typealias AsyncBody = @MainActor @Sendable (ScenarioContext) async throws -> Void
@@ -65,7 +95,8 @@ public struct Scenario: Sendable {
     }
   }
 
-  static func isValidName(_ name: String) -> Bool {
+  /// A scenario or variant name: lowercase letters, digits and `-`.
+  public static func isValidName(_ name: String) -> Bool {
     !name.isEmpty && name.utf8.allSatisfy { (0x61...0x7a).contains($0) || (0x30...0x39).contains($0) || $0 == 0x2d }
   }
 }

@@ -4,14 +4,19 @@ import Synchronization
 public struct ScenarioCatalog: Sendable {
   public let scenarios: [Scenario]
 
-  /// - Precondition: names are unique.
+  /// A catalog with declaration problems (``problems``) is refused by the command line.
   public init(_ scenarios: [Scenario]) {
     var seen = Set<String>()
-    for scenario in scenarios {
-      precondition(seen.insert(scenario.name).inserted, "two scenarios are named \(scenario.name)")
+    var problems = scenarios.flatMap(\.declarationProblems)
+    for scenario in scenarios where !seen.insert(scenario.name).inserted {
+      problems.append("two scenarios are named '\(scenario.name)'")
     }
     self.scenarios = scenarios
+    self.problems = problems
   }
+
+  /// What is wrong with the scenarios as declared: invalid names, duplicates.
+  public let problems: [String]
 
   public var names: [String] { scenarios.map(\.name) }
 

@@ -35,11 +35,14 @@ public struct ScenarioRunner {
     } catch {
       status = .crashed
       failure = "the instruments could not start: \(error)"
+      interruptions?.harnessFailed(failure!)
     }
     interruptions?.scenarioDidEnd()
     if configuration.memoryWarningAtEnd && status == .passed {
       run.context.simulateMemoryWarning()
     }
+    // From here on only the harness's own code runs on this thread.
+    interruptions?.scenarioWillBeReported()
     run.recording.finish()
     return run.report(status: status, failure: failure)
   }
@@ -54,6 +57,17 @@ public protocol ScenarioInterruptions {
   /// Called on the main thread when the body has returned or thrown; `partialReport` must
   /// not be called after this returns.
   func scenarioDidEnd()
+  /// Called on the main thread when the harness's own work failed (the instruments could
+  /// not start): the run goes on as a crashed one unless this does not return.
+  func harnessFailed(_ reason: String)
+  /// Called on the main thread once the scenario's code (its body, and its observers of a
+  /// memory warning) is done, before the instruments stop and the report is built.
+  func scenarioWillBeReported()
+}
+
+extension ScenarioInterruptions {
+  public func harnessFailed(_ reason: String) {}
+  public func scenarioWillBeReported() {}
 }
 
 /// The report of a run that did not end: what it recorded until it was interrupted.

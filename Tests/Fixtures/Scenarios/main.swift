@@ -171,4 +171,17 @@ let scenarios = [
   },
 ]
 
-PerfHarnessCLI.main(scenarios: scenarios)
+/// Declarations the command line must refuse, added only when a test asks: a variant that
+/// names a path, a name with a space, an empty name, a name used twice.
+let badDeclarations =
+  ProcessInfo.processInfo.environment["FIXTURE_BAD_DECLARATIONS"] == nil
+  ? []
+  : [
+    Scenario("escapes", summary: "a variant naming a path", variants: [ScenarioVariant(rawValue: "../../tmp/x")]) { _ in
+    },
+    Scenario("Bad Name", summary: "a name with a capital and a space") { _ in },
+    Scenario("", summary: "no name") { _ in },
+    Scenario("completes", summary: "declared twice") { _ in },
+  ]
+
+PerfHarnessCLI.main(scenarios: scenarios + badDeclarations)
