@@ -59,6 +59,16 @@ struct ReportWriter {
 }
 
 extension ReportWriter {
+  /// The POSIX reason under a Foundation file error, which itself says only "The operation
+  /// could not be completed".
+  static func describe(_ error: any Error) -> String {
+    let nsError = error as NSError
+    if let underlying = nsError.userInfo[NSUnderlyingErrorKey] as? NSError, underlying.domain == NSPOSIXErrorDomain {
+      return String(cString: strerror(Int32(underlying.code)))
+    }
+    return nsError.domain == NSPOSIXErrorDomain ? String(cString: strerror(Int32(nsError.code))) : "\(error)"
+  }
+
   /// The prefix of the temporary file a write renames into place.
   static let temporaryPrefix = ".perfharness-tmp-"
 
@@ -100,4 +110,52 @@ extension ReportWriter {
 struct HarnessError: Error, CustomStringConvertible {
   var description: String
   init(_ description: String) { self.description = description }
+}
+
+/// The folder a run writes its report into, `DIR/<scenario>/<variant>/`, held by this run
+/// until its report is written: a concurrent run into it is refused, and what an earlier
+/// run left there (its leak-cycle-N.dot files, its profiles, a temporary file of a harness
+/// killed while writing) is removed first, so the folder holds one run's files.
+final class ReportFolder {
+  let url: URL
+  private let descriptor: Int32
+
+  /// - Throws: `HarnessError` naming the folder when another run holds it or it cannot be
+  ///   created or emptied.
+  init(directory: String, scenario: String, variant: String) throws {
+    for name in [scenario, variant] where !Scenario.isValidName(name) {
+      throw HarnessError("'\(name)' is not a valid scenario or variant name (lowercase letters, digits and '-')")
+    }
+    url = URL(fileURLWithPath: directory).appendingPathComponent(scenario).appendingPathComponent(variant)
+    do {
+      try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+    } catch {
+      throw HarnessError(
+        "cannot create the report folder \(url.path): \(error.localizedDescription); pass a writable directory with --output"
+      )
+    }
+    // The folder itself is locked: a lock file would have to stay behind, or its removal
+    // would race with a run that had just opened it.
+    descriptor = open(url.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+    guard descriptor >= 0 else {
+      throw HarnessError("cannot open the report folder \(url.path): \(String(cString: strerror(errno)))")
+    }
+    guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
+      let reason =
+        errno == EWOULDBLOCK ? "another perfharness run is writing its report there" : String(cString: strerror(errno))
+      close(descriptor)
+      throw HarnessError(
+        "cannot use the report folder \(url.path): \(reason); wait for that run to end or pass another --output")
+    }
+    do {
+      for entry in try FileManager.default.contentsOfDirectory(atPath: url.path) {
+        try FileManager.default.removeItem(at: url.appendingPathComponent(entry))
+      }
+    } catch {
+      close(descriptor)
+      throw HarnessError("cannot empty the report folder \(url.path) for this run: \(ReportWriter.describe(error))")
+    }
+  }
+
+  deinit { close(descriptor) }
 }

@@ -122,6 +122,11 @@ struct ScenarioCommand: ParsableCommand {
         }
         return [report]
       }
+      // Read before the folder is emptied: --baseline may name the report this run replaces.
+      let stored = try baseline.map {
+        try BaselineSource(path: $0).report(scenario: scenario.name, variant: variant.rawValue)
+      }
+      let folder = try ReportFolder(directory: options.output, scenario: scenario.name, variant: variant.rawValue)
       var report: Report
       if options.inProcess {
         let blame = InProcessBlame()
@@ -131,7 +136,8 @@ struct ScenarioCommand: ParsableCommand {
           throw HarnessError("perfharness failed running \(scenario.name), not the scenario: \(failure)")
         }
       } else {
-        report = try ScenarioProcess(options: options).run(scenario, variant: variant, iterations: iterations)
+        report = try ScenarioProcess(options: options).run(
+          scenario, variant: variant, iterations: iterations, in: folder)
       }
       if checks.check {
         let thresholds = try checks.thresholds(for: scenario)
@@ -140,8 +146,7 @@ struct ScenarioCommand: ParsableCommand {
           report.status = .failed
         }
       }
-      if let baseline {
-        let stored = try BaselineSource(path: baseline).report(scenario: scenario.name, variant: variant.rawValue)
+      if let stored {
         let comparison = BaselineComparison.compare(
           report, with: stored.report, baselinePath: stored.path, tolerances: try tolerances.tolerances())
         report.comparison = comparison
@@ -166,6 +171,7 @@ struct ScenarioCommand: ParsableCommand {
         print(MarkdownSummary.render(report, reportPath: path), terminator: "")
       }
       if let writeFailure { throw writeFailure }
+      withExtendedLifetime(folder) {}
       reports.append(report)
       written.append((report, "\(report.scenario.name)/\(report.scenario.variant)"))
       // The run so far is written; the person who pressed Ctrl-C wants no more.

@@ -11,19 +11,12 @@ import PerfReports
 struct ScenarioProcess {
   var options: ScenarioOptions
 
-  func run(_ scenario: Scenario, variant: ScenarioVariant, iterations: Int) throws -> Report {
-    // Beside the reports rather than in TMPDIR: a TMPDIR that cannot be written must not
-    // turn a finished run into a crash, and a later run into this folder finds what a
+  /// - Parameter folder: the run's report folder, which holds the child's result file.
+  func run(_ scenario: Scenario, variant: ScenarioVariant, iterations: Int, in folder: ReportFolder) throws -> Report {
+    // Beside the report rather than in TMPDIR: a TMPDIR that cannot be written must not
+    // turn a finished run into a crash, and the next run into this folder removes what a
     // killed harness left.
-    let output = URL(fileURLWithPath: options.output)
-    do {
-      try FileManager.default.createDirectory(at: output, withIntermediateDirectories: true)
-    } catch {
-      throw HarnessError(
-        "cannot create the output directory \(output.path): \(error.localizedDescription); pass a writable directory with --output"
-      )
-    }
-    let result = output.appendingPathComponent(".perfharness-child-\(getpid())-\(UUID().uuidString).json")
+    let result = folder.url.appendingPathComponent(".perfharness-child-\(getpid()).json")
     defer { try? FileManager.default.removeItem(at: result) }
     let process = Process()
     process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
