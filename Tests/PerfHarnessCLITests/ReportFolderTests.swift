@@ -64,4 +64,29 @@ struct ReportFolderTests {
     let report = try JSONDecoder().decode(Report.self, from: Data(contentsOf: file))
     #expect(report.comparison?.baseline == file.path)
   }
+
+  @Test("a hand-edited report with a duplicated key is refused by report and compare, naming the key: exit 1")
+  func duplicateKeyIsRefused() throws {
+    let directory = try temporaryDirectory()
+    defer { try? FileManager.default.removeItem(at: directory) }
+    #expect(
+      try fixtures.run(["scenario", "completes", "--instruments", "none", "--output", directory.path]).status == 0)
+    let file = directory.appendingPathComponent("completes/starter/report.json")
+    let text = try String(contentsOf: file, encoding: .utf8)
+    let edited = directory.appendingPathComponent("edited.json")
+    let replaced = text.replacingOccurrences(
+      of: #""status" : "passed""#, with: #""status" : "failed", "status" : "passed""#)
+    #expect(replaced != text)
+    try Data(replaced.utf8).write(to: edited)
+    let perfharness = try BuiltBinary("perfharness")
+    for arguments in [
+      ["report", edited.path, "--html", directory.appendingPathComponent("edited.html").path],
+      ["compare", file.path, edited.path],
+    ] {
+      let result = try perfharness.run(arguments)
+      #expect(result.status == 1, "\(arguments) \(result.standardError)")
+      #expect(result.standardError.contains("the key 'status' appears twice in one object"), "\(result.standardError)")
+    }
+    #expect(!FileManager.default.fileExists(atPath: directory.appendingPathComponent("edited.html").path))
+  }
 }

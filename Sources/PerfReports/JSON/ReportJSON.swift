@@ -16,8 +16,15 @@ public enum ReportJSON {
   /// Decodes a report and checks what the types alone cannot: indices point into their
   /// tables and every quantity is one a run can measure. The renderers index and convert
   /// without further checks, so a corrupt file must stop here.
-  /// - Throws: `DecodingError.dataCorrupted` naming the path of the bad value.
+  /// - Throws: `DecodingError.dataCorrupted` naming the path of the bad value, or of a key
+  ///   that appears twice in one object.
   public static func decode(_ data: Data) throws -> Report {
+    if let duplicate = DuplicateKeys.first(in: data) {
+      throw ReportValidation.corrupt(
+        duplicate.path + [duplicate.key],
+        "the key '\(duplicate.key)' appears twice in one object; accepted: each key once (readers disagree on which one counts)"
+      )
+    }
     let report = try JSONDecoder().decode(Report.self, from: data)
     try ReportValidation.checkQuantities(report, path: [])
     if let profile = report.timeProfile?.profile {
@@ -99,6 +106,82 @@ enum ReportValidation {
         throw corrupt(
           samplePath + ["stack", String(bad)],
           "frame index \(sample.stack[bad]) is not one of the \(profile.frames.count) frames")
+      }
+    }
+  }
+}
+
+/// Finds a key that appears twice in one JSON object. JSON leaves duplicates undefined:
+/// Foundation's decoder keeps one, a browser's JSON.parse the last, so a hand-edited report
+/// with `"status"` twice read "failed" in the CLI and "passed" in its HTML page. Every
+/// report reader refuses such a file instead (``ReportJSON/decode(_:)``). One pass over the
+/// bytes; malformed JSON is left to the decoder.
+enum DuplicateKeys {
+  private enum Frame {
+    case object(keys: Set<String>, current: String?, expectingKey: Bool)
+    case array(index: Int)
+  }
+
+  /// The path of the object holding the first duplicated key, and the key.
+  static func first(in data: Data) -> (path: [String], key: String)? {
+    data.withUnsafeBytes { raw -> (path: [String], key: String)? in
+      let bytes = raw.bindMemory(to: UInt8.self)
+      var stack: [Frame] = []
+      var index = 0
+      while index < bytes.count {
+        let byte = bytes[index]
+        switch byte {
+        case UInt8(ascii: "\""):
+          let start = index + 1
+          var end = start
+          var escaped = false
+          while end < bytes.count && bytes[end] != UInt8(ascii: "\"") {
+            if bytes[end] == UInt8(ascii: "\\") {
+              escaped = true
+              end += 1
+            }
+            end += 1
+          }
+          guard end < bytes.count else { return nil }
+          index = end
+          if case .object(var keys, _, true) = stack.last {
+            let rawKey = Data(bytes[start..<end])
+            let key =
+              escaped
+              ? (try? JSONDecoder().decode(
+                String.self, from: Data([UInt8(ascii: "\"")]) + rawKey + Data([UInt8(ascii: "\"")])))
+                ?? String(decoding: rawKey, as: UTF8.self)
+              : String(decoding: rawKey, as: UTF8.self)
+            if !keys.insert(key).inserted { return (path(of: stack.dropLast()), key) }
+            stack[stack.count - 1] = .object(keys: keys, current: key, expectingKey: false)
+          }
+        case UInt8(ascii: "{"):
+          stack.append(.object(keys: [], current: nil, expectingKey: true))
+        case UInt8(ascii: "["):
+          stack.append(.array(index: 0))
+        case UInt8(ascii: "}"), UInt8(ascii: "]"):
+          if !stack.isEmpty { stack.removeLast() }
+        case UInt8(ascii: ","):
+          switch stack.last {
+          case .object(let keys, let current, _):
+            stack[stack.count - 1] = .object(keys: keys, current: current, expectingKey: true)
+          case .array(let position): stack[stack.count - 1] = .array(index: position + 1)
+          case nil: break
+          }
+        default:
+          break
+        }
+        index += 1
+      }
+      return nil
+    }
+  }
+
+  private static func path(of frames: ArraySlice<Frame>) -> [String] {
+    frames.compactMap { frame in
+      switch frame {
+      case .object(_, let current, _): return current
+      case .array(let index): return String(index)
       }
     }
   }
