@@ -163,7 +163,9 @@ enum StoredReport {
   static func readWithJSON(_ path: String) throws -> (report: Report, json: Data) {
     let data: Data
     do {
-      data = try Data(contentsOf: URL(fileURLWithPath: path))
+      data = try BoundedFile.read(path, limit: BoundedFile.reportLimit)
+    } catch let error as BoundedFile.TooLarge {
+      throw HarnessError("cannot read the report \(error)")
     } catch {
       throw HarnessError("cannot read the report \(path): \(error.localizedDescription)")
     }

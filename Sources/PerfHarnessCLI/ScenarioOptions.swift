@@ -104,7 +104,9 @@ struct ScenarioOptions: ParsableArguments {
     guard let suppressions else { return .none }
     let text: String
     do {
-      text = try String(contentsOfFile: suppressions, encoding: .utf8)
+      text = String(decoding: try BoundedFile.read(suppressions, limit: BoundedFile.settingsLimit), as: UTF8.self)
+    } catch let error as BoundedFile.TooLarge {
+      throw ValidationError("--suppressions: \(error)")
     } catch {
       throw ValidationError("--suppressions: cannot read \(suppressions): \(error.localizedDescription)")
     }

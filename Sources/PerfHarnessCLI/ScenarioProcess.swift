@@ -104,7 +104,7 @@ struct ScenarioProcess {
     guard let ending = ended else { throw HarnessError("lost track of the scenario process \(group)") }
     let wallTime = (ContinuousClock.now - start).components
     let milliseconds = Double(wallTime.seconds) * 1000 + Double(wallTime.attoseconds) / 1e15
-    let (standardError, heldOpen, _) = collected.finish(within: Self.standardErrorDrainSeconds)
+    let (standardError, heldOpen, dropped) = collected.finish(within: Self.standardErrorDrainSeconds)
 
     if heldOpen {
       FileHandle.standardError.write(
@@ -112,7 +112,7 @@ struct ScenarioProcess {
           "perfharness: \(scenario.name): a process the scenario started still holds its stderr open; stopped reading it \(Self.standardErrorDrainSeconds) s after the scenario ended\n"
             .utf8))
     }
-    let written = try? Data(contentsOf: result)
+    let written = try? BoundedFile.read(result.path, limit: BoundedFile.reportLimit)
     let childReport = written.flatMap { try? ReportJSON.decode($0) }
     if ending.signal == nil, ending.status == 0, let childReport {
       return childReport
@@ -143,7 +143,8 @@ struct ScenarioProcess {
       error = "the scenario process exited with status \(ending.status) without a report"
     }
     let crash = CrashInfo(
-      signal: signal, timedOut: timedOut, stack: Self.crashingStack(lines), standardErrorTail: Array(lines.suffix(40)))
+      signal: signal, timedOut: timedOut, stack: Self.crashingStack(lines),
+      standardErrorTail: Self.tail(lines, dropped: dropped))
     if var partial = childReport {
       // The child's reporter wrote what was recorded until the signal.
       partial.status = .crashed
@@ -156,6 +157,14 @@ struct ScenarioProcess {
       scenario: scenario.name, variant: variant.rawValue, iterations: iterations,
       instruments: Instrument.allCases.filter(options.recordingConfiguration.instruments.contains), error: error,
       wallTimeMilliseconds: milliseconds, crash: crash)
+  }
+
+  /// The last 40 lines, headed by how much output came before the kept tail when the
+  /// collector let some go (it keeps StandardErrorCollector.tailBytes).
+  static func tail(_ lines: [String], dropped: Int) -> [String] {
+    let kept = Array(lines.suffix(40))
+    let earlier = dropped + lines.dropLast(kept.count).reduce(0) { $0 + $1.utf8.count + 1 }
+    return earlier > 0 && dropped > 0 ? ["[\(earlier) earlier bytes of output not kept]"] + kept : kept
   }
 
   /// Throws when the child ended in the harness's own code rather than the scenario's: a
@@ -321,10 +330,11 @@ final class StandardErrorCollector: @unchecked Sendable {
         destination?.write(chunk)
         self.lock.withLock {
           self.tail.append(chunk)
-          let excess = self.tail.count - Self.tailBytes
-          if excess > 0 {
-            self.tail.removeFirst(excess)
-            self.dropped += excess
+          // Into a fresh buffer, and only at twice the tail: Data.removeFirst keeps its
+          // storage and appends grow it, so a 2 GiB flood took 2.1 GB.
+          if self.tail.count > 2 * Self.tailBytes {
+            self.dropped += self.tail.count - Self.tailBytes
+            self.tail = Data(self.tail.suffix(Self.tailBytes))
           }
         }
       }
@@ -338,7 +348,10 @@ final class StandardErrorCollector: @unchecked Sendable {
   /// was cut; `droppedBytes` counts what came before the tail.
   func finish(within seconds: Int) -> (text: String, heldOpen: Bool, droppedBytes: Int) {
     let closed = done.wait(timeout: .now() + .seconds(seconds)) == .success
-    return lock.withLock { (String(decoding: tail, as: UTF8.self), !closed, dropped) }
+    return lock.withLock {
+      let excess = max(tail.count - Self.tailBytes, 0)
+      return (String(decoding: tail.suffix(Self.tailBytes), as: UTF8.self), !closed, dropped + excess)
+    }
   }
 }
 

@@ -32,7 +32,13 @@ extension Thresholds {
   public static func load(contentsOf path: String) throws -> Thresholds {
     let text: String
     do {
-      text = try String(contentsOfFile: path, encoding: .utf8)
+      text = String(decoding: try BoundedFile.read(path, limit: BoundedFile.settingsLimit), as: UTF8.self)
+    } catch let error as BoundedFile.TooLarge {
+      throw ThresholdsFileError(
+        path: path, line: nil,
+        message:
+          "it is larger than \(ByteSize(bytes: error.limit)); accepted: a thresholds file of at most \(ByteSize(bytes: error.limit))"
+      )
     } catch {
       throw ThresholdsFileError(path: path, line: nil, message: "cannot read it: \(error.localizedDescription)")
     }

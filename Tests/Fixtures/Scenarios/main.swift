@@ -115,6 +115,17 @@ let scenarios = [
     fflush(nil)
     spinForever()
   },
+  Scenario(
+    "floods-then-aborts", summary: "writes FIXTURE_FLOOD_MIB MiB (default 16) to stderr, then aborts",
+    variants: [.starter], defaultIterations: 1
+  ) { _ in
+    let mebibytes = ProcessInfo.processInfo.environment["FIXTURE_FLOOD_MIB"].flatMap(Int.init) ?? 16
+    // 64-byte lines, 1 MiB a block.
+    let block = Data(String(repeating: String(repeating: "f", count: 63) + "\n", count: 16_384).utf8)
+    for _ in 0..<mebibytes { FileHandle.standardError.write(block) }
+    FileHandle.standardError.write(Data("the last line\n".utf8))
+    crashWithAbort()
+  },
   Scenario("throws", summary: "throws an error", variants: [.starter], defaultIterations: 1) { _ in
     throw ScenarioFailure()
   },

@@ -1,0 +1,105 @@
+import Foundation
+import PerfHarness
+import Testing
+
+@testable import PerfHarnessCLI
+
+/// Everything the harness reads has a size cap, refused with a clear error before it is
+/// read whole; the scenario's output keeps its tail and counts the rest.
+@Suite("Bounded inputs")
+struct BoundedInputTests {
+  let fixtures = try! BuiltBinary("perfharness-fixtures")
+
+  @Test("a thresholds file over 1 MiB is refused before it is parsed: exit 64, naming the file and the cap")
+  func largeThresholds() throws {
+    let directory = try temporaryDirectory()
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let file = directory.appendingPathComponent("completes.yaml")
+    // Valid YAML all the way: only its size is wrong.
+    let line = "max-leaked-bytes: 0\n" + String(repeating: "# padding\n", count: 1000)
+    try Data(String(repeating: line, count: 120).utf8).write(to: file)
+    let result = try fixtures.run([
+      "scenario", "completes", "--check", "--thresholds", directory.path, "--output",
+      directory.appendingPathComponent("out").path,
+    ])
+    #expect(result.status == 64, "\(result.standardError)")
+    #expect(result.standardError.contains(file.path), "\(result.standardError)")
+    #expect(result.standardError.contains("larger than 1.0 MiB; accepted: a thresholds file of at most 1.0 MiB"))
+  }
+
+  @Test("a suppressions file over 1 MiB is refused: exit 64")
+  func largeSuppressions() throws {
+    let directory = try temporaryDirectory()
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let file = directory.appendingPathComponent("suppressions.txt")
+    try Data(String(repeating: "# padding line\n", count: 80_000).utf8).write(to: file)
+    let result = try fixtures.run([
+      "scenario", "completes", "--instruments", "leaks", "--suppressions", file.path, "--output", directory.path,
+    ])
+    #expect(result.status == 64, "\(result.standardError)")
+    #expect(result.standardError.contains("\(file.path) is larger than 1.0 MiB"), "\(result.standardError)")
+  }
+
+  @Test("a report over 256 MiB is refused without being read: exit 1 for report and compare, 64 for --baseline")
+  func largeReport() throws {
+    let directory = try temporaryDirectory()
+    defer { try? FileManager.default.removeItem(at: directory) }
+    // Sparse: 300 MiB that take no disk, all of which a reader without a cap would load.
+    let big = directory.appendingPathComponent("completes/starter/report.json")
+    try FileManager.default.createDirectory(at: big.deletingLastPathComponent(), withIntermediateDirectories: true)
+    #expect(FileManager.default.createFile(atPath: big.path, contents: nil))
+    let handle = try FileHandle(forWritingTo: big)
+    try handle.truncate(atOffset: 300 << 20)
+    try handle.close()
+    let perfharness = try BuiltBinary("perfharness")
+    for (arguments, status) in [
+      (["report", big.path], Int32(1)), (["compare", big.path, big.path], 1),
+    ] {
+      let result = try perfharness.run(arguments)
+      #expect(result.status == status, "\(arguments) \(result.standardError)")
+      #expect(result.standardError.contains("\(big.path) is larger than 256.0 MiB"), "\(result.standardError)")
+    }
+    let baseline = try fixtures.run([
+      "scenario", "completes", "--baseline", directory.path, "--output", directory.appendingPathComponent("out").path,
+    ])
+    #expect(baseline.status == 64, "\(baseline.standardError)")
+    #expect(baseline.standardError.contains("is larger than 256.0 MiB"), "\(baseline.standardError)")
+  }
+
+  @Test("a scenario's flood of output keeps its tail in the crash report and counts what came before")
+  func floodedOutput() throws {
+    let directory = try temporaryDirectory()
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let running = try fixtures.start(
+      ["scenario", "floods-then-aborts", "--instruments", "none", "--output", directory.path],
+      environment: ["FIXTURE_FLOOD_MIB": "64"])
+    // The harness's peak resident set, as late as it can be read: it only grows.
+    var peakKiB = 0
+    while running.process.isRunning {
+      let status = (try? String(contentsOfFile: "/proc/\(running.pid)/status", encoding: .utf8)) ?? ""
+      if let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
+        let kib = Int(line.split(separator: " ").dropFirst().first { !$0.isEmpty } ?? "")
+      {
+        peakKiB = kib
+      }
+      usleep(10_000)
+    }
+    let result = try running.wait()
+    #expect(result.status == 3)
+    // 64 MiB went through it; kept whole, it would have peaked above that.
+    #expect(peakKiB > 0 && peakKiB < 48 << 10, "peak \(peakKiB) KiB")
+    let report = try JSONDecoder().decode(
+      Report.self,
+      from: Data(contentsOf: directory.appendingPathComponent("floods-then-aborts/starter/report.json")))
+    let tail = report.crash?.standardErrorTail ?? []
+    let first = try #require(tail.first)
+    let count = try #require(Int(first.dropFirst().prefix { $0.isNumber }))
+    #expect(first.hasSuffix(" earlier bytes of output not kept]"), "\(first)")
+    // 64 MiB came before the backtrace; at most the collector's 256 KiB tail was kept.
+    #expect(count >= 64 << 20 - StandardErrorCollector.tailBytes, "\(first)")
+    #expect(tail.count <= 41)
+    // All of it was passed on to the harness's stderr.
+    #expect(result.standardError.utf8.count >= 64 << 20)
+    #expect(result.standardError.contains("the last line"))
+  }
+}
