@@ -65,6 +65,9 @@ static _Atomic int32_t g_recording;
 static _Atomic int32_t g_preexistingPhase;
 // The session tracks the blocks allocated before it (the constructor ran).
 static bool g_tracksPreexisting;
+// CPerfAlloc_setPaused: no block allocated now is the session's. Frees are recorded as
+// ever, so a session block freed meanwhile leaves the counts.
+static _Atomic int32_t g_paused;
 
 static int32_t g_mode;
 static int32_t g_maxDepth;
@@ -707,7 +710,8 @@ __attribute__((noinline, cold)) static void recordPreexisting(uint64_t address, 
     spinUnlock(&s->lock);
     return;
   }
-  bool before = atomic_load_explicit(&g_preexistingPhase, memory_order_relaxed);
+  bool before = atomic_load_explicit(&g_preexistingPhase, memory_order_relaxed) ||
+                atomic_load_explicit(&g_paused, memory_order_relaxed);
   if (UNLIKELY((address & 15) || key > ADDR_MASK || !stripeReserve(s))) {
     if (!before) s->lostBlocks++;
     spinUnlock(&s->lock);
@@ -1175,6 +1179,15 @@ static inline __attribute__((always_inline)) void recordAllocCounts(void *pointe
 }
 
 static inline __attribute__((always_inline)) void recordAlloc(void *pointer, size_t size, uintptr_t *frame) {
+  if (UNLIKELY(atomic_load_explicit(&g_paused, memory_order_relaxed))) {
+    // Set-up work the scenario does not want measured: a leak scan still needs to know
+    // the block (it may hold the only reference to a session block), as one from before
+    // the session.
+    if (g_tracksPreexisting && !t_ignoringAllocations) {
+      recordPreexisting((uint64_t)(uintptr_t)pointer, size, isObjectAllocation(frame));
+    }
+    return;
+  }
   if (UNLIKELY(g_mode == CPerfAlloc_ModeFullStacks || atomic_load_explicit(&g_preexistingPhase, memory_order_relaxed))) {
     if (!t_ignoringAllocations) recordAllocWithStack(pointer, size, frame, isObjectAllocation(frame));
     return;
@@ -2048,6 +2061,7 @@ int32_t CPerfAlloc_start(const CPerfAlloc_Config *config, CPerfAlloc_Error *erro
     atomic_store(&g_preexistingPhase, 0);
     for (int i = STRIPES - 1; i >= 0; i--) spinUnlock(&g_stripes[i].lock);
   }
+  atomic_store(&g_paused, 0);
   atomic_store(&g_state, STATE_RUNNING);
   atomic_store(&g_recording, 1);
   return CPerfAlloc_OK;
@@ -2094,6 +2108,20 @@ static void trackAllBlocksIfAsked(int argc, char **argv, char **envp) {
 }
 __attribute__((section(".preinit_array"), used)) static void (*const g_trackAllBlocksAtStart)(int, char **, char **) =
   trackAllBlocksIfAsked;
+
+int32_t CPerfAlloc_setPaused(int32_t paused) {
+  if (atomic_load(&g_state) != STATE_RUNNING) return 0;
+  int32_t previous = atomic_exchange(&g_paused, paused ? 1 : 0);
+  if (paused) {
+    // The frameless counts path records without looking at the flag: while paused every
+    // allocation takes the path that does.
+    atomic_store(&g_countsFast, 0);
+  } else if (previous) {
+    atomic_store(&g_countsFast, g_nurseriesUsable && g_mode == CPerfAlloc_ModeCountsOnly && !g_zeroNewBlocks &&
+                                    atomic_load(&g_reservedCount) == 0);
+  }
+  return previous;
+}
 
 int32_t CPerfAlloc_setIgnoringAllocations(int32_t ignoring) {
   int32_t previous = t_ignoringAllocations;

@@ -175,6 +175,13 @@ int32_t CPerfAlloc_stop(CPerfAlloc_Error *error);
 /// True while a session records.
 int32_t CPerfAlloc_isRecording(void);
 
+/// While nonzero, no thread's allocations are the session's (ScenarioContext.stopRecording):
+/// they are not counted, and with blocks tracked from process start (the leaks instrument)
+/// they are kept as blocks from before the session, for the scan. Frees are recorded
+/// throughout, so a session block freed while paused leaves the counts. Returns the
+/// previous value; does nothing outside a running session.
+int32_t CPerfAlloc_setPaused(int32_t paused);
+
 /// While nonzero, the calling thread's allocations are not recorded (its frees still
 /// are): the harness's own objects made while a scenario records are not the scenario's.
 /// Returns the previous value, for nesting.

@@ -25,6 +25,13 @@ final class Recording {
 
   func start() throws {
     guard !isRecording else { return }
+    if allocationRecorder != nil {
+      // Resuming after stop(): the recorder ran on, paused.
+      try timeProfiler?.start()
+      _ = CPerfAlloc_setPaused(0)
+      isRecording = true
+      return
+    }
     // The time profiler first: its session objects would otherwise be counted as the
     // scenario's persistent allocations.
     try timeProfiler?.start()
@@ -48,11 +55,14 @@ final class Recording {
     isRecording = true
   }
 
-  /// Stops the time profiler; allocation tracking runs on to `finish()`, since a block
-  /// allocated and freed while paused would otherwise count wrongly.
+  /// Pauses every instrument until `start()`: no sample is taken and no allocation is the
+  /// scenario's. The allocation recorder still sees frees, so a block it counted that is
+  /// freed meanwhile leaves the counts; with the leaks instrument, blocks allocated while
+  /// paused are known to the scan as blocks from before the recording.
   func stop() {
     guard isRecording else { return }
     timeProfiler?.stop()
+    if allocationRecorder != nil { _ = CPerfAlloc_setPaused(1) }
     isRecording = false
   }
 
@@ -66,6 +76,9 @@ final class Recording {
     // threads' stacks: its stack would read as a root full of stale references to a scan.
     timeProfiler?.halt()
     if let allocationRecorder {
+      // The harness's own allocations below are ignored per thread; a pause the scenario
+      // left on would keep the other threads' blocks from the counts and the graph.
+      _ = CPerfAlloc_setPaused(0)
       if configuration.instruments.contains(.leaks) {
         // The scan needs the blocks still live. Everything it allocates (the symbolizer
         // too) comes after the stop, so it is not part of the graph.

@@ -57,10 +57,15 @@ public final class ScenarioContext {
     recording.markGeneration(label: MemoryWarning.generationLabel, isMemoryWarning: true)
   }
 
-  /// Starts recording, if the scenario stopped it; recording starts before the scenario runs.
+  /// Starts recording again after `stopRecording()`; recording starts before the scenario
+  /// runs.
   public func startRecording() throws { try recording.start() }
 
-  /// Stops recording, for set-up work that should not be measured.
+  /// Pauses every instrument, for set-up work that should not be measured, until
+  /// `startRecording()`: the Time Profiler takes no samples, and nothing allocated
+  /// meanwhile (on any thread) is counted by Allocations or reported by Leaks. Frees are
+  /// still seen: an object allocated while recording and freed while paused is not
+  /// persistent. Generation marks still mark; `checkLeaks` does nothing while paused.
   public func stopRecording() { recording.stop() }
 }
 

@@ -45,6 +45,32 @@ func recordBeforeTheCrash(_ context: ScenarioContext) {
   context.markGeneration("before the crash")
 }
 
+/// Made before `pauses` stops recording; 60 of the 100 are freed while it is stopped, and
+/// one is then held only by a SetUpHolder.
+final class RecordedFixtureObject {
+  let payload = [Int](repeating: 1, count: 4)
+}
+
+/// Made while `pauses` has recording stopped, on the main thread and on another: set-up.
+final class SetUpFixtureObject {
+  let payload = [Int](repeating: 2, count: 4)
+}
+
+/// Made while stopped, holding the only reference to an object the recording counted: the
+/// leak scan must still see that reference.
+final class SetUpHolder {
+  let held: RecordedFixtureObject
+  init(held: RecordedFixtureObject) { self.held = held }
+}
+
+nonisolated(unsafe) var setUpHolder: SetUpHolder?
+nonisolated(unsafe) var recordedObjects: [RecordedFixtureObject] = []
+nonisolated(unsafe) var setUpObjects: [SetUpFixtureObject] = []
+
+/// Burns CPU while recording is stopped: no sample may name it.
+@inline(never)
+func burnWhileStopped() -> Int { burnCPU(milliseconds: 300) }
+
 /// Made by the async fixture's child tasks, on the cooperative pool's threads.
 final class AsyncFixtureObject: Sendable {
   let payload = 7
@@ -125,6 +151,26 @@ let scenarios = [
     for _ in 0..<mebibytes { FileHandle.standardError.write(block) }
     FileHandle.standardError.write(Data("the last line\n".utf8))
     crashWithAbort()
+  },
+  Scenario(
+    "pauses", summary: "stops recording for set-up work (allocating, freeing, burning CPU), then records",
+    variants: [.starter], defaultIterations: 1
+  ) { context in
+    recordedObjects = (0..<100).map { _ in RecordedFixtureObject() }
+    context.stopRecording()
+    setUpHolder = SetUpHolder(held: recordedObjects.removeLast())
+    setUpObjects = (0..<200).map { _ in SetUpFixtureObject() }
+    let done = DispatchSemaphore(value: 0)
+    Thread {
+      let made = (0..<50).map { _ in SetUpFixtureObject() }
+      DispatchQueue.main.async { setUpObjects += made }
+      done.signal()
+    }.start()
+    done.wait()
+    recordedObjects.removeLast(60)
+    _ = burnWhileStopped()
+    try context.startRecording()
+    context.step("measured") { _ = burnCPU(milliseconds: 200) }
   },
   Scenario("throws", summary: "throws an error", variants: [.starter], defaultIterations: 1) { _ in
     throw ScenarioFailure()
