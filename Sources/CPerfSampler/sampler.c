@@ -4,6 +4,7 @@
 #include "CPerfSampler.h"
 
 #include "CPerfClock.h"
+#include "sampler_internal.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -14,6 +15,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -32,7 +34,7 @@
 _Static_assert(sizeof(CPerfSampler_SampleHeader) == 24, "arena record header layout");
 _Static_assert(sizeof(CPerfSampler_SampleHeader) % 8 == 0, "frames must stay 8-byte aligned");
 _Static_assert(sizeof(CPerfSampler_Config) == 24, "config layout");
-_Static_assert(sizeof(CPerfSampler_ThreadInfo) == 48, "thread info layout");
+_Static_assert(sizeof(CPerfSampler_ThreadInfo) == 72, "thread info layout");
 _Static_assert(sizeof(void *) == sizeof(uint64_t), "frames are stored as 64-bit addresses");
 
 // The kernel's MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED): another thread's CPU clock.
@@ -95,6 +97,7 @@ static _Atomic uint64_t g_fallbacks;
 
 static uintptr_t g_restorer;  // glibc's __restore_rt, read back from sigaction
 static struct sigaction g_previous;
+static int32_t g_previousKind;  // what g_previous is: 0 default, 1 a handler, 2 ignored
 static bool g_installed;
 
 // MARK: - State owned by start/stop and the discovery thread
@@ -111,13 +114,31 @@ typedef struct ThreadEntry {
   char latestName[16];
   bool nameRefreshed;
   int32_t record;  // index into the ThreadRecords while armed, -1: none
+  int perfFd;      // the thread's cpu-clock event while armed, -1: none
+  int32_t source;  // CPerfSampler_Source that sampled it
+  bool bornDuring;   // started during the recording: its CPU time counts from 0
+  bool ended;        // its end was seen on it (pthread_create threads)
+  bool lingering;    // ended, but still listed in /proc until its exit completes
+  bool cpuKnown;
+  bool blocksSignal;
+  uint64_t cpuAtArmNs;  // the thread's CPU clock when it was armed
+  uint64_t cpuNs;       // its CPU time during the recording, once known
 } ThreadEntry;
 
+// Guards the thread table and the thread records' free list: the discovery thread, start
+// and stop, and threads starting and ending (threads.c) change them. Never the handler.
+static pthread_mutex_t g_tableLock = PTHREAD_MUTEX_INITIALIZER;
 static ThreadEntry *g_threads;
 static size_t g_threadCount;
 static size_t g_threadCapacity;
 static uint64_t g_scanMark;
 static _Atomic uint64_t g_timerFailures;
+// errno of the first refused perf_event_open this session (0: none): the reason threads
+// were given timers instead.
+static int g_perfErrno;
+static _Atomic bool g_tableOpen;  // threads may be added (start to stop), under g_tableLock
+static int32_t g_handlerReplaced;  // at stop: 0 ours, 1 another handler, 2 SIG_IGN, 3 SIG_DFL
+static bool g_perfRefused;  // perf_event_open is refused outright: timers from here on
 
 static CPerfSampler_Config g_config;
 static uint64_t g_startNs;
@@ -1273,14 +1294,13 @@ static inline void count_fast_sample(ThreadRecord *owner) {
 }
 
 // Records one sample; runs inside the signal handler, with g_inflight held.
-static void record_sample(siginfo_t *info, void *context, uint64_t entryNs, int32_t tid, ThreadRecord *record) {
+static void record_sample(uint32_t weight, void *context, uint64_t entryNs, int32_t tid, ThreadRecord *record) {
   atomic_fetch_add_explicit(&g_signals, 1, memory_order_relaxed);
 
   int maxDepth = atomic_load_explicit(&g_maxDepth, memory_order_relaxed);
   int mode = atomic_load_explicit(&g_unwinderActive, memory_order_relaxed);
 
   uint64_t frames[maxDepth];
-  uint32_t weight = 1u + (uint32_t)(info->si_overrun > 0 ? info->si_overrun : 0);
   int count = -1;
   ThreadRecord *owner = record && atomic_load_explicit(&record->tid, memory_order_relaxed) == tid ? record : NULL;
   if (mode != UNWINDER_LIBUNWIND && owner) {
@@ -1323,9 +1343,20 @@ static void sigprof_handler(int sig, siginfo_t *info, void *context) {
   // session can arrive while start rewrites it).
   uint64_t entryTsc = __rdtsc();
 
-  uint64_t value = (uint64_t)(uintptr_t)info->si_value.sival_ptr;
+  // Held from here: stop() (and a thread's disarm) unmap a perf event's ring only when
+  // no handler that may have read its fd's slot is left.
+  atomic_fetch_add(&g_inflight, 1);
+  uint64_t value;
+  uint32_t weight;
+  if (info->si_code == SI_TIMER) {
+    value = (uint64_t)(uintptr_t)info->si_value.sival_ptr;
+    weight = 1u + (uint32_t)(info->si_overrun > 0 ? info->si_overrun : 0);
+  } else if (!perf_source_signal(info, &value, &weight)) {
+    value = 0;
+  }
   uint32_t cookie = (uint32_t)value;
-  if (info->si_code != SI_TIMER || (cookie & COOKIE_MAGIC_MASK) != COOKIE_MAGIC) {
+  if ((cookie & COOKIE_MAGIC_MASK) != COOKIE_MAGIC) {
+    atomic_fetch_sub(&g_inflight, 1);
     chain_to_previous(sig, info, context);
     errno = savedErrno;
     return;
@@ -1348,33 +1379,39 @@ static void sigprof_handler(int sig, siginfo_t *info, void *context) {
       __builtin_prefetch(at, 1);
     }
   }
-  // In-flight count first, then the enabled check (both seq_cst): stop() clears
+  // In-flight count first (above), then the enabled check (both seq_cst): stop() clears
   // g_enabled and then waits for g_inflight == 0, so no handler touches the arena
   // after stop() returns.
-  atomic_fetch_add(&g_inflight, 1);
   // A generation mismatch is a SIGPROF still pending from an earlier session's
   // (deleted) timer.
   if (atomic_load(&g_enabled) && !atomic_load_explicit(&g_hot.muted, memory_order_relaxed) &&
       (cookie & COOKIE_GENERATION_MASK) ==
           ((atomic_load_explicit(&g_generation, memory_order_relaxed) << COOKIE_GENERATION_SHIFT) &
            COOKIE_GENERATION_MASK)) {
-    record_sample(info, context, tsc_ns(entryTsc), (int32_t)(value >> 32), record);
+    record_sample(weight, context, tsc_ns(entryTsc), (int32_t)(value >> 32), record);
   }
   atomic_fetch_sub(&g_inflight, 1);
   errno = savedErrno;
 }
 
 static int install_handler(void) {
-  if (g_installed) return 0;
+  struct sigaction current;
+  // Still ours: keep the previous handler found when it was installed.
+  if (g_installed && sigaction(SIGPROF, NULL, &current) == 0 && current.sa_sigaction == sigprof_handler) return 0;
   struct sigaction action;
   memset(&action, 0, sizeof(action));
   action.sa_sigaction = sigprof_handler;
   action.sa_flags = SA_SIGINFO | SA_RESTART;
   sigemptyset(&action.sa_mask);
   if (sigaction(SIGPROF, &action, &g_previous) != 0) return errno;
+  // The program's own disposition: chained to (a handler) or honoured (ignored) for
+  // SIGPROFs that are not ours, and reported.
+  g_previousKind = (g_previous.sa_flags & SA_SIGINFO) ? (g_previous.sa_sigaction ? 1 : 0)
+                   : g_previous.sa_handler == SIG_IGN ? 2
+                   : g_previous.sa_handler == SIG_DFL ? 0
+                                                      : 1;
   // glibc reports the restorer it installed (__restore_rt): the handler uses it to find
   // where its own frames end.
-  struct sigaction current;
   if (sigaction(SIGPROF, NULL, &current) == 0) g_restorer = (uintptr_t)current.sa_restorer;
   // The handler stays installed for the rest of the process, disabled between sessions:
   // SIGPROFs from deleted timers can still be pending after stop, and restoring SIG_DFL
@@ -1392,7 +1429,46 @@ static ThreadEntry *find_live(pid_t tid) {
   return NULL;
 }
 
+static uint64_t thread_cpu_ns(pid_t tid, bool *known) {
+  struct timespec ts;
+  *known = clock_gettime(THREAD_CPUCLOCK(tid), &ts) == 0;
+  return *known ? (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec : 0;
+}
+
+static void wait_for_handlers(void);
+
+// The perf event first (it keeps the requested rate); a timer where perf events are refused
+// (perf_event_paranoid 3, seccomp in containers) or run out (fds, locked memory).
+static bool arm_perf(ThreadEntry *entry, uint64_t cookie) {
+  if (g_config.source != CPerfSampler_SourceAuto || g_config.clock != CPerfSampler_ClockCPU || g_perfRefused)
+    return false;
+  bool refused = false;
+  int fd = perf_source_open(entry->tid, g_config.rateHz, cookie, &refused);
+  if (fd >= 0) {
+    entry->perfFd = fd;
+    entry->source = CPerfSampler_SourcePerfEvent;
+    return true;
+  }
+  if (-fd == ESRCH) {
+    entry->exited = true;
+    return true;  // nothing to arm
+  }
+  if (!g_perfErrno) g_perfErrno = -fd;
+  // Refused outright (not just out of fds or locked memory): no use asking per thread.
+  g_perfRefused |= refused;
+  return false;
+}
+
+static ThreadEntry *find_lingering(pid_t tid) {
+  for (size_t i = 0; i < g_threadCount; i++)
+    if (g_threads[i].tid == tid && g_threads[i].lingering) return &g_threads[i];
+  return NULL;
+}
+
 static void arm(ThreadEntry *entry) {
+  entry->perfFd = -1;
+  bool known;
+  entry->cpuAtArmNs = thread_cpu_ns(entry->tid, &known);
   struct sigevent event;
   memset(&event, 0, sizeof(event));
   event.sigev_notify = SIGEV_THREAD_ID;
@@ -1403,6 +1479,13 @@ static void arm(ThreadEntry *entry) {
                     ((atomic_load(&g_generation) << COOKIE_GENERATION_SHIFT) & COOKIE_GENERATION_MASK) |
                     (uint32_t)(entry->record + 1);
   event.sigev_value.sival_ptr = (void *)(uintptr_t)cookie;
+  if (arm_perf(entry, cookie)) {
+    if (entry->exited) {
+      release_record(entry->record);
+      entry->record = -1;
+    }
+    return;
+  }
   clockid_t clock = g_config.clock == CPerfSampler_ClockWall ? CLOCK_MONOTONIC : THREAD_CPUCLOCK(entry->tid);
 
   timer_t timer;
@@ -1436,16 +1519,50 @@ static void arm(ThreadEntry *entry) {
   }
   entry->timer = timer;
   entry->hasTimer = true;
+  entry->source = CPerfSampler_SourceTimer;
 }
 
-static void disarm(ThreadEntry *entry) {
+// The CPU time the recording could have sampled: from the thread's start if it started
+// during the recording, else from when it was armed.
+static void note_cpu_time(ThreadEntry *entry) {
+  if (entry->cpuKnown) return;
+  uint64_t base = entry->bornDuring ? 0 : entry->cpuAtArmNs;
+  bool known;
+  uint64_t now = thread_cpu_ns(entry->tid, &known);
+  if (!known && entry->perfFd >= 0) {
+    // Gone already: its event still holds the CPU time since it was armed.
+    uint64_t counted = perf_source_count(entry->perfFd);
+    now = entry->cpuAtArmNs + counted;
+    known = counted > 0;
+  }
+  if (known && now >= base) {
+    entry->cpuNs = now - base;
+    entry->cpuKnown = true;
+  }
+}
+
+// One thread's sampling source off; for stop, `wait` false and one wait for them all.
+static void disarm_one(ThreadEntry *entry, bool wait) {
   if (entry->hasTimer) {
     timer_delete(entry->timer);  // errors ignored: nothing left to do about them
     entry->hasTimer = false;
   }
+  if (entry->perfFd >= 0) {
+    perf_source_forget(entry->perfFd);
+    if (wait) {
+      wait_for_handlers();
+      perf_source_release(entry->perfFd);
+      entry->perfFd = -1;
+    }
+  }
 }
 
-static ThreadEntry *add_thread(pid_t tid) {
+static void disarm(ThreadEntry *entry) {
+  note_cpu_time(entry);
+  disarm_one(entry, true);
+}
+
+static ThreadEntry *add_thread(pid_t tid, bool bornDuring) {
   if (g_threadCount == g_threadCapacity) {
     size_t capacity = g_threadCapacity ? g_threadCapacity * 2 : 64;
     ThreadEntry *grown = realloc(g_threads, capacity * sizeof(ThreadEntry));
@@ -1457,6 +1574,7 @@ static ThreadEntry *add_thread(pid_t tid) {
   memset(entry, 0, sizeof(*entry));
   entry->tid = tid;
   entry->mark = g_scanMark;
+  entry->bornDuring = bornDuring;
   read_comm(tid, entry->firstName);
   arm(entry);
   return entry;
@@ -1468,6 +1586,7 @@ static ThreadEntry *add_thread(pid_t tid) {
 static bool scan(pid_t exclude) {
   DIR *dir = opendir("/proc/self/task");
   if (!dir) return false;
+  pthread_mutex_lock(&g_tableLock);
   bool changed = false;
   g_scanMark++;
   struct dirent *item;
@@ -1476,7 +1595,10 @@ static bool scan(pid_t exclude) {
     pid_t tid = (pid_t)strtol(item->d_name, NULL, 10);
     if (tid <= 0 || tid == exclude) continue;
     ThreadEntry *entry = find_live(tid);
-    if (entry) {
+    ThreadEntry *ending = entry ? NULL : find_lingering(tid);
+    if (ending) {
+      ending->mark = g_scanMark;  // the same thread on its way out, not a new one
+    } else if (entry) {
       entry->mark = g_scanMark;
       // A new thread usually names itself right after it starts, after the scan that
       // found it (it inherits its creator's name until then): look once more.
@@ -1485,13 +1607,16 @@ static bool scan(pid_t exclude) {
         read_comm(tid, entry->latestName);
       }
     } else {
-      add_thread(tid);
+      // Found after the first scan: it started during the recording (or just before it
+      // and was missed, which only undercounts its coverage).
+      add_thread(tid, g_scanMark > 1);
       changed = true;
     }
   }
   closedir(dir);
   for (size_t i = 0; i < g_threadCount; i++) {
     ThreadEntry *entry = &g_threads[i];
+    if (entry->lingering && entry->mark != g_scanMark) entry->lingering = false;
     if (!entry->exited && entry->mark != g_scanMark) {
       entry->exited = true;
       disarm(entry);
@@ -1500,6 +1625,7 @@ static bool scan(pid_t exclude) {
       changed = true;
     }
   }
+  pthread_mutex_unlock(&g_tableLock);
   return changed;
 }
 
@@ -1590,8 +1716,81 @@ static void wait_for_handlers(void) {
   while (atomic_load(&g_inflight) != 0) sched_yield();
 }
 
+// Whether the thread blocks SIGPROF or has one pending (then it blocked it meanwhile), from
+// /proc/self/task/<tid>/status.
+static bool blocks_sigprof(pid_t tid) {
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/self/task/%d/status", (int)tid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char text[4096];
+  ssize_t got = read(fd, text, sizeof(text) - 1);
+  close(fd);
+  if (got <= 0) return false;
+  text[got] = 0;
+  const uint64_t bit = 1ull << (SIGPROF - 1);
+  bool blocked = false;
+  const char *keys[] = {"\nSigPnd:", "\nSigBlk:"};
+  for (int k = 0; k < 2; k++) {
+    const char *at = strstr(text, keys[k]);
+    if (at && (strtoull(at + 8, NULL, 16) & bit)) blocked = true;
+  }
+  return blocked;
+}
+
 static void teardown_timers(void) {
-  for (size_t i = 0; i < g_threadCount; i++) disarm(&g_threads[i]);
+  for (size_t i = 0; i < g_threadCount; i++) {
+    if (!g_threads[i].exited) note_cpu_time(&g_threads[i]);
+    disarm_one(&g_threads[i], false);
+  }
+  wait_for_handlers();
+  for (size_t i = 0; i < g_threadCount; i++) {
+    if (g_threads[i].perfFd >= 0) perf_source_release(g_threads[i].perfFd);
+    g_threads[i].perfFd = -1;
+  }
+}
+
+// Threads can no longer be added (by threads.c's hooks), and every thread's sampling
+// source is off.
+static void close_table(void) {
+  pthread_mutex_lock(&g_tableLock);
+  g_tableOpen = false;
+  teardown_timers();
+  pthread_mutex_unlock(&g_tableLock);
+}
+
+void sampler_thread_born(void) {
+  if (!atomic_load_explicit(&g_tableOpen, memory_order_relaxed)) return;
+  pid_t tid = (pid_t)syscall(SYS_gettid);
+  pthread_mutex_lock(&g_tableLock);
+  // The caller is new: an ended thread's entry with its tid is a recycled tid's.
+  ThreadEntry *stale = find_lingering(tid);
+  if (stale) stale->lingering = false;
+  if (g_tableOpen && !find_live(tid)) (void)add_thread(tid, true);
+  pthread_mutex_unlock(&g_tableLock);
+}
+
+void sampler_thread_ended(const char name[16], uint64_t cpuNs, bool blocksSignal) {
+  pid_t tid = (pid_t)syscall(SYS_gettid);
+  pthread_mutex_lock(&g_tableLock);
+  ThreadEntry *entry = g_tableOpen ? find_live(tid) : NULL;
+  if (entry) {
+    memcpy(entry->latestName, name, 16);
+    entry->latestName[15] = 0;
+    entry->blocksSignal = blocksSignal;
+    uint64_t base = entry->bornDuring ? 0 : entry->cpuAtArmNs;
+    if (cpuNs >= base) {
+      entry->cpuNs = cpuNs - base;
+      entry->cpuKnown = true;
+    }
+    entry->ended = true;
+    entry->lingering = true;
+    entry->exited = true;
+    disarm_one(entry, true);
+    release_record(entry->record);
+    entry->record = -1;
+  }
+  pthread_mutex_unlock(&g_tableLock);
 }
 
 static void free_session(void) {
@@ -1721,18 +1920,24 @@ int32_t CPerfSampler_start(const CPerfSampler_Config *config, CPerfSampler_Error
   g_prefaultWorks = true;
   prefault_arena();
 
+  g_perfErrno = 0;
+  g_perfRefused = false;
+  g_handlerReplaced = 0;
   g_startNs = now_ns();
   atomic_store(&g_enabled, 1);
+  pthread_mutex_lock(&g_tableLock);
+  g_tableOpen = true;
+  pthread_mutex_unlock(&g_tableLock);
 
   // The first scan runs here, so the calling thread and every thread alive now are
   // sampled from the moment start returns.
   scan(0);
   pid_t self = (pid_t)syscall(SYS_gettid);
   ThreadEntry *me = find_live(self);
-  if (!me || !me->hasTimer) {
+  if (!me || (!me->hasTimer && me->perfFd < 0)) {
     int failure = me ? me->timerErrno : ESRCH;
     atomic_store(&g_enabled, 0);
-    teardown_timers();
+    close_table();
     wait_for_handlers();
     free_session();
     set_error(error, CPerfSampler_ErrorSystem, "timer_create(calling thread)", failure);
@@ -1745,11 +1950,11 @@ int32_t CPerfSampler_start(const CPerfSampler_Config *config, CPerfSampler_Error
   sigset_t all, saved;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &saved);
-  err = pthread_create(&g_discovery, NULL, discovery_main, NULL);
+  err = sampler_create_unwatched(&g_discovery, discovery_main, NULL);
   pthread_sigmask(SIG_SETMASK, &saved, NULL);
   if (err) {
     atomic_store(&g_enabled, 0);
-    teardown_timers();
+    close_table();
     wait_for_handlers();
     free_session();
     set_error(error, CPerfSampler_ErrorSystem, "pthread_create(discovery)", err);
@@ -1773,7 +1978,11 @@ int32_t CPerfSampler_stop(CPerfSampler_Error *error) {
     pthread_join(g_discovery, NULL);
     g_discoveryRunning = false;
   }
-  teardown_timers();
+  // Replaced or ignored by the program since start: its threads' signals went elsewhere.
+  struct sigaction current;
+  if (sigaction(SIGPROF, NULL, &current) == 0 && current.sa_sigaction != sigprof_handler)
+    g_handlerReplaced = current.sa_handler == SIG_IGN ? 2 : current.sa_handler == SIG_DFL ? 3 : 1;
+  close_table();
   // Signals already queued may still arrive: the handler ignores them from here on,
   // and the arena stays mapped until release anyway.
   atomic_store(&g_enabled, 0);
@@ -1784,7 +1993,10 @@ int32_t CPerfSampler_stop(CPerfSampler_Error *error) {
 
   for (size_t i = 0; i < g_threadCount; i++) {
     ThreadEntry *entry = &g_threads[i];
-    if (!entry->exited) read_comm(entry->tid, entry->latestName);
+    if (!entry->exited) {
+      read_comm(entry->tid, entry->latestName);
+      entry->blocksSignal = blocks_sigprof(entry->tid);
+    }
   }
   atomic_store(&g_state, STATE_STOPPED);
   return CPerfSampler_OK;
@@ -1804,6 +2016,9 @@ void CPerfSampler_stats(CPerfSampler_Stats *stats) {
   stats->unwindFallbacks = atomic_load(&g_fallbacks);
   stats->usedBytes = used < capacity ? used : capacity;
   stats->timerFailures = atomic_load(&g_timerFailures);
+  stats->perfErrno = g_perfErrno;
+  stats->handlerReplaced = g_handlerReplaced;
+  stats->previousHandler = g_previousKind;
 }
 
 const uint8_t *CPerfSampler_arena(void) {
@@ -1826,6 +2041,11 @@ int32_t CPerfSampler_threadAt(int32_t index, CPerfSampler_ThreadInfo *info) {
   info->timerFailed = entry->timerFailed;
   memcpy(info->firstName, entry->firstName, 16);
   memcpy(info->latestName, entry->latestName, 16);
+  info->source = entry->source;
+  info->blocksSignal = entry->blocksSignal;
+  info->bornDuring = entry->bornDuring;
+  info->cpuKnown = entry->cpuKnown;
+  info->cpuNs = entry->cpuNs;
   return 0;
 }
 

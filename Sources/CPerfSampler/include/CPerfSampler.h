@@ -21,6 +21,17 @@ typedef enum CPerfSampler_Clock {
   CPerfSampler_ClockWall = 1,
 } CPerfSampler_Clock;
 
+/// What delivers the samples.
+typedef enum CPerfSampler_Source {
+  /// Config: a per-thread cpu-clock perf event where the kernel allows it (CPU clock only),
+  /// else a POSIX timer. ThreadInfo: not armed.
+  CPerfSampler_SourceAuto = 0,
+  /// Per-thread POSIX timers only (timer_create; CPU-time timers fire on kernel ticks).
+  CPerfSampler_SourceTimer = 1,
+  /// ThreadInfo only: the thread was sampled by its perf event.
+  CPerfSampler_SourcePerfEvent = 2,
+} CPerfSampler_Source;
+
 enum {
   CPerfSampler_MinRateHz = 1,
   CPerfSampler_MaxRateHz = 10000,
@@ -35,7 +46,7 @@ typedef struct CPerfSampler_Config {
   int32_t clock;        // CPerfSampler_Clock
   int32_t rateHz;       // CPerfSampler_MinRateHz ... CPerfSampler_MaxRateHz
   int32_t maxDepth;     // CPerfSampler_MinDepth ... CPerfSampler_MaxDepth
-  int32_t reserved;
+  int32_t source;       // CPerfSampler_SourceAuto or CPerfSampler_SourceTimer
   uint64_t bufferBytes; // >= CPerfSampler_MinBufferBytes; reserved with MAP_NORESERVE
 } CPerfSampler_Config;
 
@@ -65,7 +76,8 @@ typedef struct CPerfSampler_Error {
 /// end of `usedBytes`) ends the arena.
 typedef struct CPerfSampler_SampleHeader {
   int32_t tid;
-  uint32_t weight;       // 1 + si_overrun: timer periods this sample stands for
+  uint32_t weight;       // periods this sample stands for: 1 + si_overrun for a timer, the
+                         // CPU time since the thread's previous sample for a perf event
   uint64_t timestampNs;  // at handler entry, on the session's clock (see startNs)
   uint32_t handlerNs;    // handler entry to (almost) exit
   uint32_t frameCount;   // >= 1
@@ -77,8 +89,14 @@ typedef struct CPerfSampler_ThreadInfo {
   int32_t exited;         // seen gone during recording (its timer was deleted then)
   int32_t timerFailed;    // timer_create failed: the thread was never sampled
   char firstName[16];     // /proc/self/task/<tid>/comm when first seen
-  char latestName[16];    // comm read last: on the scan after first sight and at stop
-                          // (empty if the thread was gone both times)
+  char latestName[16];    // comm read last: on the scan after first sight, when the thread
+                          // ended (threads from pthread_create) and at stop
+  int32_t source;         // CPerfSampler_SourcePerfEvent, CPerfSampler_SourceTimer, or 0
+  int32_t blocksSignal;   // SIGPROF blocked or pending when the thread ended or at stop
+  int32_t bornDuring;     // started during the recording
+  int32_t cpuKnown;       // cpuNs is known
+  uint64_t cpuNs;         // CPU time the recording could have sampled: from the thread's
+                          // start (bornDuring) or its arming, to its end or the stop
 } CPerfSampler_ThreadInfo;
 
 typedef struct CPerfSampler_Stats {
@@ -89,6 +107,10 @@ typedef struct CPerfSampler_Stats {
   uint64_t unwindFallbacks;    // interrupted PC not found among unwound frames
   uint64_t usedBytes;          // valid bytes at the start of the arena
   uint64_t timerFailures;      // timer_create/timer_settime failures (not ESRCH/EINVAL)
+  int32_t perfErrno;           // first perf_event_open/ring failure's errno (threads got timers)
+  int32_t handlerReplaced;     // SIGPROF at stop: 0 ours, 1 another handler, 2 ignored, 3 default
+  int32_t previousHandler;     // SIGPROF before the sampler's: 0 default, 1 a handler, 2 ignored
+  int32_t reserved;
 } CPerfSampler_Stats;
 
 /// Starts a session. Returns 0, or an error code with details in *error.
@@ -143,6 +165,10 @@ uint64_t CPerfSampler_rangeRules(void);
 uint64_t CPerfSampler_unwindFallbacks(void);
 /// The unwinder the last (or running) session used: 0 auto, 1 libunwind, 2 verify.
 int32_t CPerfSampler_activeUnwinder(void);
+
+/// Whether this process may open a cpu-clock perf event on itself with a ring (the
+/// CPU clock's primary sample source); else sessions use timers.
+int32_t CPerfSampler_perfEventsAvailable(void);
 
 /// The kernel thread id of the calling thread (tests filter samples by it).
 int32_t CPerfSampler_gettid(void);

@@ -66,14 +66,15 @@ struct ProfileBuilder {
       sampleIntervalMilliseconds: intervalMilliseconds)
   }
 
-  /// Names as Instruments shows them. Dispatch's worker threads are named after their root
-  /// queue, truncated by the kernel to 15 bytes ("oot.default-qos"): say what they are.
+  /// Names as Instruments shows them, without the thread ID (it is `threadID`). Dispatch's
+  /// worker threads are named after their root queue, truncated by the kernel to 15 bytes
+  /// ("oot.default-qos"): say what they are.
   static func threadName(_ thread: SampledThread) -> String {
     if thread.isMain { return "Main Thread" }
     if thread.name.contains("qos") || thread.name.hasPrefix("com.apple.root") {
-      return "Dispatch worker \(thread.threadID)"
+      return "Dispatch worker"
     }
-    return "\(thread.name) \(thread.threadID)"
+    return thread.name
   }
 
   /// Frame indices for one address, outermost first (inlined callees after their caller).

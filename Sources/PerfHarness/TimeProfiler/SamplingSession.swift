@@ -4,16 +4,27 @@ import Synchronization
 
 /// What drives the sampling timers.
 public enum SamplingClock: String, Sendable, CaseIterable {
-  /// Per-thread CPU time: a thread is sampled only while it runs. Timers fire on
-  /// kernel ticks, so fewer signals than `rateHz` arrive; sample weights make up for it.
+  /// Per-thread CPU time: a thread is sampled only while it runs, by a per-thread
+  /// cpu-clock perf event (the requested rate) or, where the kernel refuses perf events,
+  /// a CPU-time timer (which fires on kernel ticks: fewer signals, heavier weights).
   case cpu
   /// Wall time (CLOCK_MONOTONIC): blocked threads are sampled too. The signals can
   /// interrupt blocking calls (nanosleep, read, ...) with EINTR in the profiled code.
   case wall
 }
 
+/// What delivers the samples to a thread.
+enum SampleSource: String, Sendable {
+  /// A per-thread software cpu-clock perf event, signalled to its thread.
+  case perfEvent = "perf-event"
+  /// A per-thread POSIX timer (timer_create).
+  case timer
+}
+
 struct SamplerConfiguration: Sendable {
   var clock: SamplingClock = .cpu
+  /// Timers only, even where perf events are allowed (for comparison and tests).
+  var timersOnly = false
   var rateHz: Int = 1000
   var maxDepth: Int = 256
   var bufferBytes: Int = 256 << 20
@@ -37,6 +48,20 @@ struct SampledThread: Sendable {
   var threadID: Int32
   var name: String
   var isMain: Bool
+  /// nil: never armed (gone before it could be, or no source would take it).
+  var source: SampleSource?
+  /// SIGPROF was blocked (or pending) on it at its end or at stop.
+  var blocksSignal: Bool
+  /// Started during the recording.
+  var bornDuring: Bool
+  /// CPU time the recording could have sampled (from its start or arming to its end or
+  /// the stop); nil when it could not be read.
+  var cpuNanoseconds: UInt64?
+}
+
+/// SIGPROF's disposition, as the program set it.
+enum SignalDisposition: String, Sendable {
+  case `default`, handler, ignored
 }
 
 struct SamplingResult: Sendable {
@@ -47,6 +72,13 @@ struct SamplingResult: Sendable {
   var signalsReceived: Int
   var startNanoseconds: UInt64
   var stopNanoseconds: UInt64
+  /// errno of the first refused perf event (threads got timers instead), 0 if none.
+  var perfErrno: Int32 = 0
+  /// The program's SIGPROF disposition before the sampler's handler (chained to or
+  /// honoured for signals that are not the sampler's).
+  var previousDisposition: SignalDisposition = .default
+  /// What the program put in place of the sampler's handler during the recording, if it did.
+  var replacedBy: SignalDisposition?
 }
 
 /// One recording. Only one session can record at a time in a process; stop it (or drop
@@ -67,7 +99,8 @@ final class SamplingSession: Sendable {
         ? Int32(CPerfSampler_ClockWall.rawValue) : Int32(CPerfSampler_ClockCPU.rawValue),
       rateHz: Int32(configuration.rateHz),
       maxDepth: Int32(configuration.maxDepth),
-      reserved: 0,
+      source: configuration.timersOnly
+        ? Int32(CPerfSampler_SourceTimer.rawValue) : Int32(CPerfSampler_SourceAuto.rawValue),
       bufferBytes: UInt64(configuration.bufferBytes)
     )
     var error = CPerfSampler_Error()
@@ -155,7 +188,17 @@ final class SamplingSession: Sendable {
       // The latest known name: threads (e.g. Dispatch workers) rename themselves.
       let last = cString(info.latestName)
       let name = last.isEmpty ? cString(info.firstName) : last
-      threads.append(SampledThread(threadID: info.tid, name: name, isMain: info.isMain != 0))
+      let source: SampleSource? =
+        switch info.source {
+        case Int32(CPerfSampler_SourcePerfEvent.rawValue): .perfEvent
+        case Int32(CPerfSampler_SourceTimer.rawValue): .timer
+        default: nil
+        }
+      threads.append(
+        SampledThread(
+          threadID: info.tid, name: name, isMain: info.isMain != 0, source: source,
+          blocksSignal: info.blocksSignal != 0, bornDuring: info.bornDuring != 0,
+          cpuNanoseconds: info.cpuKnown != 0 ? info.cpuNs : nil))
     }
 
     return SamplingResult(
@@ -165,7 +208,10 @@ final class SamplingSession: Sendable {
       lostSamples: Int(stats.lostSamples),
       signalsReceived: Int(stats.signalsReceived),
       startNanoseconds: stats.startNs,
-      stopNanoseconds: stats.stopNs
+      stopNanoseconds: stats.stopNs,
+      perfErrno: stats.perfErrno,
+      previousDisposition: stats.previousHandler == 1 ? .handler : stats.previousHandler == 2 ? .ignored : .default,
+      replacedBy: [1: .handler, 2: .ignored, 3: .default][stats.handlerReplaced]
     )
   }
 

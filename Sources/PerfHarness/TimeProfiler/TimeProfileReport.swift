@@ -27,6 +27,27 @@ public struct TimeProfileReport: Codable, Sendable {
   /// The symbolized samples (identical stacks merged), from which `perfharness report`
   /// draws call trees and exports.
   public var profile: Profile
+  /// What delivered the samples: `perf-event` (a per-thread cpu-clock perf event, at the
+  /// requested rate), `timer` (POSIX timers; CPU-time ones fire on kernel ticks), or both.
+  public var sampleSource: String?
+  /// Why threads were given timers instead of perf events, when they were.
+  public var sampleSourceNote: String?
+  /// Samples per second of CPU time of the threads that have samples (cpu clock).
+  public var samplesPerCPUSecond: Double?
+  /// CPU time of every thread seen while recording, from its start or the recording's
+  /// to its end or the recording's (cpu clock): what the samples should add up to.
+  public var cpuMilliseconds: Double?
+  /// `totalWeightMilliseconds` over `cpuMilliseconds` (cpu clock).
+  public var coveragePercent: Double?
+  /// Threads that used CPU time while recording but have no sample, and why (threads
+  /// with less CPU time than one period are only counted, in `shortThreads`).
+  public var unsampled: [UnsampledThread]?
+  /// Threads without a sample that used less CPU time than one sampling period each, and
+  /// their CPU time together.
+  public var shortThreads: Int?
+  public var shortThreadsCPUMilliseconds: Double?
+  /// The program's own SIGPROF disposition, when it has one, and what that did to sampling.
+  public var signalHandlerNote: String?
 
   public struct ThreadSummary: Codable, Sendable {
     public var name: String
@@ -39,5 +60,22 @@ public struct TimeProfileReport: Codable, Sendable {
     /// This thread's share of all samples' weight.
     public var percent: Double
     public var topFunctions: [FunctionWeight]
+    /// `perf-event` or `timer`.
+    public var source: String?
+    /// Its CPU time while recording (see `TimeProfileReport.cpuMilliseconds`).
+    public var cpuMilliseconds: Double?
+    /// `weightMilliseconds` over `cpuMilliseconds`.
+    public var coveragePercent: Double?
+    /// `sampleCount` per second of `cpuMilliseconds`: the rate achieved on this thread.
+    public var samplesPerCPUSecond: Double?
+  }
+
+  /// A thread that used CPU time while recording and has no sample.
+  public struct UnsampledThread: Codable, Sendable {
+    public var name: String
+    public var threadID: Int32
+    public var cpuMilliseconds: Double?
+    /// `blocks SIGPROF`, `SIGPROF handler replaced by the program`, `too short`, `not armed`.
+    public var reason: String
   }
 }

@@ -51,18 +51,33 @@ final class TimeProfiler {
     let handlerNanoseconds = results.flatMap { $0.samples.map(\.handlerNanoseconds) }.sorted()
     let totalWeight = merged.samples.reduce(0) { $0 + $1.weight }
 
+    let facts = ThreadFacts.merge(results)
+    let measuresCPU = configuration.clock == .cpu
     var threads: [TimeProfileReport.ThreadSummary] = []
     for (index, thread) in merged.threads.enumerated() {
       let samples = merged.samples.filter { $0.thread == index }
       let weight = samples.reduce(0) { $0 + $1.weight }
+      let sampleCount = samples.reduce(0) { $0 + $1.sampleCount }
+      let fact = facts[thread.threadID]
+      let cpu = measuresCPU ? fact?.cpuMilliseconds : nil
       threads.append(
         .init(
           name: thread.name, threadID: thread.threadID, isMain: thread.isMain,
-          sampleCount: samples.reduce(0) { $0 + $1.sampleCount },
+          sampleCount: sampleCount,
           weightMilliseconds: weight, percent: totalWeight > 0 ? weight / totalWeight * 100 : 0,
-          topFunctions: merged.topFunctions(threads: [index], hideSystemLibraries: true, limit: 15)))
+          topFunctions: merged.topFunctions(threads: [index], hideSystemLibraries: true, limit: 15),
+          source: fact?.source?.rawValue, cpuMilliseconds: cpu,
+          coveragePercent: cpu.flatMap { $0 > 0 ? weight / $0 * 100 : nil },
+          samplesPerCPUSecond: cpu.flatMap { $0 > 0 ? Double(sampleCount) / ($0 / 1000) : nil }))
     }
     threads.sort { ($0.isMain ? 1 : 0, $0.weightMilliseconds) > ($1.isMain ? 1 : 0, $1.weightMilliseconds) }
+    let coverage = Coverage(
+      facts: facts, sampled: Set(merged.threads.map(\.threadID)),
+      periodMilliseconds: 1000 / Double(configuration.rateHz),
+      replaced: results.compactMap(\.replacedBy).first)
+    let sampledCPU = threads.compactMap(\.cpuMilliseconds).reduce(0, +)
+    let sampledWithCPU = threads.filter { $0.cpuMilliseconds != nil }.reduce(0) { $0 + $1.sampleCount }
+    let sources = Set(facts.values.compactMap(\.source))
 
     return TimeProfileReport(
       clock: configuration.clock.rawValue, sampleRateHz: configuration.rateHz,
@@ -75,7 +90,47 @@ final class TimeProfiler {
       handlerP90Microseconds: percentile(handlerNanoseconds, 0.9) / 1000,
       medianStackDepth: Int(percentile(results.flatMap { $0.samples.map { UInt32($0.frames.count) } }.sorted(), 0.5)),
       symbolizationMilliseconds: symbolization.milliseconds, uniqueAddresses: builder.uniqueAddresses,
-      threads: threads, topFunctions: merged.topFunctions(hideSystemLibraries: true, limit: 25), profile: merged)
+      threads: threads, topFunctions: merged.topFunctions(hideSystemLibraries: true, limit: 25), profile: merged,
+      sampleSource: sources.isEmpty ? nil : sources.map(\.rawValue).sorted().joined(separator: "+"),
+      sampleSourceNote: sourceNote(sources: sources),
+      samplesPerCPUSecond: measuresCPU && sampledCPU > 0 ? Double(sampledWithCPU) / (sampledCPU / 1000) : nil,
+      cpuMilliseconds: measuresCPU ? coverage.cpuMilliseconds : nil,
+      coveragePercent: measuresCPU && coverage.cpuMilliseconds > 0
+        ? totalWeight / coverage.cpuMilliseconds * 100 : nil,
+      unsampled: measuresCPU ? coverage.unsampled : nil,
+      shortThreads: measuresCPU ? coverage.shortThreads : nil,
+      shortThreadsCPUMilliseconds: measuresCPU ? coverage.shortMilliseconds : nil,
+      signalHandlerNote: signalHandlerNote())
+  }
+
+  private func sourceNote(sources: Set<SampleSource>) -> String? {
+    guard let errno = results.map(\.perfErrno).first(where: { $0 != 0 }), sources.contains(.timer) else {
+      if configuration.clock == .wall { return "wall clock: CLOCK_MONOTONIC timers per thread" }
+      return configuration.timersOnly ? "timers requested" : nil
+    }
+    return "perf_event_open or its ring failed (\(String(cString: strerror(errno))), errno \(errno)): "
+      + "threads got CPU-time timers, which fire on the kernel's ticks (fewer samples, each weighted)"
+  }
+
+  private func signalHandlerNote() -> String? {
+    if let replaced = results.compactMap(\.replacedBy).first {
+      let now =
+        switch replaced {
+        case .handler: "its own handler"
+        case .ignored: "SIG_IGN"
+        case .default: "SIG_DFL"
+        }
+      return "the program replaced the sampler's SIGPROF handler with \(now) while recording: "
+        + "no samples from then on"
+    }
+    switch results.first?.previousDisposition {
+    case .handler?:
+      return "the program has its own SIGPROF handler: the sampler's runs first and passes it every SIGPROF "
+        + "that is not the sampler's"
+    case .ignored?:
+      return "the program ignores SIGPROF: SIGPROFs that are not the sampler's stay ignored"
+    default: return nil
+    }
   }
 
   private func percentile(_ sorted: [UInt32], _ fraction: Double) -> Double {
@@ -106,5 +161,72 @@ extension Profile {
         count: $0.count)
     }
     return result
+  }
+}
+
+/// Per thread over every recording of a run: what the coverage is measured against.
+struct ThreadFacts {
+  var name: String
+  var isMain: Bool
+  var source: SampleSource?
+  var cpuNanoseconds: UInt64?
+  var blocksSignal: Bool
+
+  var cpuMilliseconds: Double? { cpuNanoseconds.map { Double($0) / 1e6 } }
+
+  static func merge(_ results: [SamplingResult]) -> [Int32: ThreadFacts] {
+    var facts: [Int32: ThreadFacts] = [:]
+    for result in results {
+      for thread in result.threads {
+        let name = ProfileBuilder.threadName(thread)
+        guard var fact = facts[thread.threadID] else {
+          facts[thread.threadID] = ThreadFacts(
+            name: name, isMain: thread.isMain, source: thread.source, cpuNanoseconds: thread.cpuNanoseconds,
+            blocksSignal: thread.blocksSignal)
+          continue
+        }
+        fact.name = name
+        fact.source = fact.source == .perfEvent ? .perfEvent : thread.source ?? fact.source
+        fact.cpuNanoseconds = thread.cpuNanoseconds.map { $0 + (fact.cpuNanoseconds ?? 0) } ?? fact.cpuNanoseconds
+        fact.blocksSignal = fact.blocksSignal || thread.blocksSignal
+        facts[thread.threadID] = fact
+      }
+    }
+    return facts
+  }
+}
+
+/// The CPU time the samples should add up to, and the threads that have none.
+struct Coverage {
+  var cpuMilliseconds: Double = 0
+  var unsampled: [TimeProfileReport.UnsampledThread] = []
+  var shortThreads = 0
+  var shortMilliseconds: Double = 0
+
+  init(facts: [Int32: ThreadFacts], sampled: Set<Int32>, periodMilliseconds: Double, replaced: SignalDisposition?) {
+    for (threadID, fact) in facts.sorted(by: { $0.key < $1.key }) {
+      let cpu = fact.cpuMilliseconds
+      cpuMilliseconds += cpu ?? 0
+      guard !sampled.contains(threadID) else { continue }
+      // Under one period of CPU time, no sample is no failure: counted, not listed.
+      if let cpu, cpu > 0, cpu < periodMilliseconds {
+        shortThreads += 1
+        shortMilliseconds += cpu
+        continue
+      }
+      let reason: String
+      if fact.blocksSignal, cpu != nil {
+        reason = "blocks SIGPROF"
+      } else if replaced != nil, (cpu ?? 0) >= periodMilliseconds {
+        reason = "SIGPROF handler replaced by the program"
+      } else if fact.source == nil, (cpu ?? 0) >= periodMilliseconds {
+        reason = "not armed"
+      } else if let cpu, cpu >= periodMilliseconds {
+        reason = "no sample"
+      } else {
+        continue  // used no CPU time while recording
+      }
+      unsampled.append(.init(name: fact.name, threadID: threadID, cpuMilliseconds: cpu, reason: reason))
+    }
   }
 }

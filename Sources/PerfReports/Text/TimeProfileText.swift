@@ -14,6 +14,25 @@ public enum TimeProfileText {
       "  Time Profiler: \(profile.sampleCount) samples (\(profile.clock) clock, \(profile.sampleRateHz) Hz\(lost)), "
         + "\(formatMilliseconds(profile.totalWeightMilliseconds)) sampled; handler median "
         + String(format: "%.1f µs", profile.handlerMedianMicroseconds))
+    if let source = profile.sampleSource {
+      var line = "    source: \(source)"
+      if let rate = profile.samplesPerCPUSecond { line += String(format: ", %.0f samples per CPU second", rate) }
+      if let coverage = profile.coveragePercent, let cpu = profile.cpuMilliseconds {
+        line += String(format: "; coverage %.1f%% of %@ CPU time", coverage, formatMilliseconds(cpu))
+      }
+      lines.append(line)
+    }
+    if let note = profile.sampleSourceNote { lines.append("    \(note)") }
+    if let note = profile.signalHandlerNote { lines.append("    SIGPROF: \(note)") }
+    for thread in profile.unsampled ?? [] {
+      let cpu = thread.cpuMilliseconds.map { " (\(formatMilliseconds($0)) CPU)" } ?? ""
+      lines.append("    UNSAMPLED: \(thread.name) [\(thread.threadID)]\(cpu): \(thread.reason)")
+    }
+    if let short = profile.shortThreads, short > 0 {
+      lines.append(
+        "    \(short) threads under one period of CPU time each, without a sample ("
+          + formatMilliseconds(profile.shortThreadsCPUMilliseconds ?? 0) + " CPU together)")
+    }
     for thread in profile.threads.prefix(6) {
       lines.append(
         "    " + pad(thread.name, 24) + leftPad(formatMilliseconds(thread.weightMilliseconds), 10)
