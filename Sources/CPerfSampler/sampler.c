@@ -34,7 +34,7 @@
 _Static_assert(sizeof(CPerfSampler_SampleHeader) == 24, "arena record header layout");
 _Static_assert(sizeof(CPerfSampler_SampleHeader) % 8 == 0, "frames must stay 8-byte aligned");
 _Static_assert(sizeof(CPerfSampler_Config) == 24, "config layout");
-_Static_assert(sizeof(CPerfSampler_ThreadInfo) == 72, "thread info layout");
+_Static_assert(sizeof(CPerfSampler_ThreadInfo) == 88, "thread info layout");
 _Static_assert(sizeof(void *) == sizeof(uint64_t), "frames are stored as 64-bit addresses");
 
 // The kernel's MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED): another thread's CPU clock.
@@ -123,6 +123,13 @@ typedef struct ThreadEntry {
   bool blocksSignal;
   uint64_t cpuAtArmNs;  // the thread's CPU clock when it was armed
   uint64_t cpuNs;       // its CPU time during the recording, once known
+  // Wall-clock ticks (wall_ticks.c): its cookie, its /proc files, and the wall time it
+  // spent where a tick would have made its call return EINTR.
+  uint64_t cookie;
+  int statFd;
+  int syscallFd;
+  uint64_t unsignalledNs;
+  int32_t unsignalledSyscall;
 } ThreadEntry;
 
 // Guards the thread table and the thread records' free list: the discovery thread, start
@@ -1351,6 +1358,10 @@ static void sigprof_handler(int sig, siginfo_t *info, void *context) {
   if (info->si_code == SI_TIMER) {
     value = (uint64_t)(uintptr_t)info->si_value.sival_ptr;
     weight = 1u + (uint32_t)(info->si_overrun > 0 ? info->si_overrun : 0);
+  } else if (info->si_code == SI_QUEUE) {
+    // A wall-clock tick (wall_ticks.c), or a program's own sigqueue: the cookie tells.
+    value = (uint64_t)(uintptr_t)info->si_value.sival_ptr;
+    weight = info->si_uid ? (uint32_t)info->si_uid : 1u;
   } else if (!perf_source_signal(info, &value, &weight)) {
     value = 0;
   }
@@ -1440,8 +1451,7 @@ static void wait_for_handlers(void);
 // The perf event first (it keeps the requested rate); a timer where perf events are refused
 // (perf_event_paranoid 3, seccomp in containers) or run out (fds, locked memory).
 static bool arm_perf(ThreadEntry *entry, uint64_t cookie) {
-  if (g_config.source != CPerfSampler_SourceAuto || g_config.clock != CPerfSampler_ClockCPU || g_perfRefused)
-    return false;
+  if (g_config.source != CPerfSampler_SourceAuto || g_perfRefused) return false;
   bool refused = false;
   int fd = perf_source_open(entry->tid, g_config.rateHz, cookie, &refused);
   if (fd >= 0) {
@@ -1467,6 +1477,9 @@ static ThreadEntry *find_lingering(pid_t tid) {
 
 static void arm(ThreadEntry *entry) {
   entry->perfFd = -1;
+  entry->statFd = -1;
+  entry->syscallFd = -1;
+  entry->unsignalledSyscall = -1;
   bool known;
   entry->cpuAtArmNs = thread_cpu_ns(entry->tid, &known);
   struct sigevent event;
@@ -1479,6 +1492,14 @@ static void arm(ThreadEntry *entry) {
                     ((atomic_load(&g_generation) << COOKIE_GENERATION_SHIFT) & COOKIE_GENERATION_MASK) |
                     (uint32_t)(entry->record + 1);
   event.sigev_value.sival_ptr = (void *)(uintptr_t)cookie;
+  if (g_config.clock == CPerfSampler_ClockWall && g_config.source == CPerfSampler_SourceAuto) {
+    // Running, it is sampled by its cpu-clock event, whose signals arrive in user code and
+    // so interrupt no call; blocked, by the ticker (wall_ticks.c).
+    (void)arm_perf(entry, cookie);
+    entry->cookie = cookie;
+    entry->source = CPerfSampler_SourceWallTicks;
+    return;
+  }
   if (arm_perf(entry, cookie)) {
     if (entry->exited) {
       release_record(entry->record);
@@ -1543,6 +1564,12 @@ static void note_cpu_time(ThreadEntry *entry) {
 
 // One thread's sampling source off; for stop, `wait` false and one wait for them all.
 static void disarm_one(ThreadEntry *entry, bool wait) {
+  if (entry->source == CPerfSampler_SourceWallTicks) {
+    if (entry->statFd >= 0) close(entry->statFd);
+    if (entry->syscallFd >= 0) close(entry->syscallFd);
+    entry->statFd = entry->syscallFd = -1;
+    entry->cookie = 0;
+  }
   if (entry->hasTimer) {
     timer_delete(entry->timer);  // errors ignored: nothing left to do about them
     entry->hasTimer = false;
@@ -1710,32 +1737,58 @@ static void *discovery_main(void *unused) {
   return NULL;
 }
 
+// Wall clock: one tick per period, to every thread a signal cannot make fail (wall_ticks.c).
+static pthread_t g_ticker;
+static bool g_tickerRunning;
+
+static void *ticker_main(void *unused) {
+  (void)unused;
+  const uint64_t period = 1000000000ull / (uint64_t)g_config.rateHz;
+  struct timespec next;
+  clock_gettime(CLOCK_MONOTONIC, &next);
+  uint64_t last = (uint64_t)next.tv_sec * 1000000000ull + (uint64_t)next.tv_nsec;
+  while (!atomic_load(&g_discoveryStop)) {
+    uint64_t due = last + period;
+    next.tv_sec = (time_t)(due / 1000000000ull);
+    next.tv_nsec = (long)(due % 1000000000ull);
+    clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next, NULL);
+    if (atomic_load(&g_discoveryStop)) break;
+    // A late tick (a loaded machine) stands for every period since the last one.
+    uint64_t now = monotonic_ns();
+    uint64_t periods = now > last ? (now - last + period / 2) / period : 1;
+    if (periods < 1) periods = 1;
+    last += periods * period;
+    pthread_mutex_lock(&g_tableLock);
+    for (size_t i = 0; i < g_threadCount; i++) {
+      ThreadEntry *entry = &g_threads[i];
+      if (entry->exited || entry->source != CPerfSampler_SourceWallTicks || !entry->cookie) continue;
+      int32_t number = -1;
+      switch (wall_thread_state(entry->tid, &entry->statFd, &entry->syscallFd, &number)) {
+      case WALL_RUNNING:
+        // Its cpu-clock event samples it. Without one, a tick: it may enter a sleep before the
+        // signal lands (2-3 of 200 short nanosleeps failed so).
+        if (entry->perfFd < 0) (void)wall_signal(entry->tid, entry->cookie, (uint32_t)periods);
+        break;
+      case WALL_BLOCKED_SAFE:
+        (void)wall_signal(entry->tid, entry->cookie, (uint32_t)periods);
+        break;
+      case WALL_BLOCKED_UNSAFE:
+        entry->unsignalledNs += periods * period;
+        entry->unsignalledSyscall = number;
+        break;
+      case WALL_GONE:
+        break;
+      }
+    }
+    pthread_mutex_unlock(&g_tableLock);
+  }
+  return NULL;
+}
+
 // MARK: - Session lifecycle
 
 static void wait_for_handlers(void) {
   while (atomic_load(&g_inflight) != 0) sched_yield();
-}
-
-// Whether the thread blocks SIGPROF or has one pending (then it blocked it meanwhile), from
-// /proc/self/task/<tid>/status.
-static bool blocks_sigprof(pid_t tid) {
-  char path[64];
-  snprintf(path, sizeof(path), "/proc/self/task/%d/status", (int)tid);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  char text[4096];
-  ssize_t got = read(fd, text, sizeof(text) - 1);
-  close(fd);
-  if (got <= 0) return false;
-  text[got] = 0;
-  const uint64_t bit = 1ull << (SIGPROF - 1);
-  bool blocked = false;
-  const char *keys[] = {"\nSigPnd:", "\nSigBlk:"};
-  for (int k = 0; k < 2; k++) {
-    const char *at = strstr(text, keys[k]);
-    if (at && (strtoull(at + 8, NULL, 16) & bit)) blocked = true;
-  }
-  return blocked;
 }
 
 static void teardown_timers(void) {
@@ -1934,7 +1987,7 @@ int32_t CPerfSampler_start(const CPerfSampler_Config *config, CPerfSampler_Error
   scan(0);
   pid_t self = (pid_t)syscall(SYS_gettid);
   ThreadEntry *me = find_live(self);
-  if (!me || (!me->hasTimer && me->perfFd < 0)) {
+  if (!me || me->source == CPerfSampler_SourceAuto) {
     int failure = me ? me->timerErrno : ESRCH;
     atomic_store(&g_enabled, 0);
     close_table();
@@ -1962,6 +2015,25 @@ int32_t CPerfSampler_start(const CPerfSampler_Config *config, CPerfSampler_Error
     return CPerfSampler_ErrorSystem;
   }
   g_discoveryRunning = true;
+  g_tickerRunning = false;
+  if (config->clock == CPerfSampler_ClockWall && config->source == CPerfSampler_SourceAuto) {
+    pthread_sigmask(SIG_SETMASK, &all, &saved);
+    err = sampler_create_unwatched(&g_ticker, ticker_main, NULL);
+    pthread_sigmask(SIG_SETMASK, &saved, NULL);
+    if (err) {
+      atomic_store(&g_discoveryStop, 1);
+      pthread_join(g_discovery, NULL);
+      g_discoveryRunning = false;
+      atomic_store(&g_enabled, 0);
+      close_table();
+      wait_for_handlers();
+      free_session();
+      set_error(error, CPerfSampler_ErrorSystem, "pthread_create(wall-clock ticker)", err);
+      atomic_store(&g_state, STATE_IDLE);
+      return CPerfSampler_ErrorSystem;
+    }
+    g_tickerRunning = true;
+  }
   atomic_store(&g_state, STATE_RUNNING);
   return CPerfSampler_OK;
 }
@@ -1977,6 +2049,10 @@ int32_t CPerfSampler_stop(CPerfSampler_Error *error) {
     atomic_store(&g_discoveryStop, 1);
     pthread_join(g_discovery, NULL);
     g_discoveryRunning = false;
+  }
+  if (g_tickerRunning) {
+    pthread_join(g_ticker, NULL);  // it stops on g_discoveryStop too
+    g_tickerRunning = false;
   }
   // Replaced or ignored by the program since start: its threads' signals went elsewhere.
   struct sigaction current;
@@ -1995,7 +2071,7 @@ int32_t CPerfSampler_stop(CPerfSampler_Error *error) {
     ThreadEntry *entry = &g_threads[i];
     if (!entry->exited) {
       read_comm(entry->tid, entry->latestName);
-      entry->blocksSignal = blocks_sigprof(entry->tid);
+      entry->blocksSignal = sampler_blocks_sigprof(entry->tid);
     }
   }
   atomic_store(&g_state, STATE_STOPPED);
@@ -2046,6 +2122,8 @@ int32_t CPerfSampler_threadAt(int32_t index, CPerfSampler_ThreadInfo *info) {
   info->bornDuring = entry->bornDuring;
   info->cpuKnown = entry->cpuKnown;
   info->cpuNs = entry->cpuNs;
+  info->unsignalledNs = entry->unsignalledNs;
+  info->unsignalledSyscall = entry->unsignalledSyscall;
   return 0;
 }
 

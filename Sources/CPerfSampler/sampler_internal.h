@@ -29,6 +29,22 @@ uint64_t perf_source_count(int fd);
 /// rounding carried to the next one).
 bool perf_source_signal(const siginfo_t *info, uint64_t *cookie, uint32_t *weight);
 
+// MARK: - Wall-clock ticks (wall_ticks.c)
+
+typedef enum WallState {
+  WALL_RUNNING = 0,         // running or runnable: a signal interrupts no call
+  WALL_BLOCKED_SAFE = 1,    // blocked in a call SA_RESTART restarts transparently
+  WALL_BLOCKED_UNSAFE = 2,  // blocked where a handler would make the call fail with EINTR
+  WALL_GONE = 3,
+} WallState;
+
+/// The thread's state from /proc/self/task/<tid>/stat (and, when blocked, .../syscall),
+/// through fds opened on first use and kept (-1: not open yet). *syscallNumber: the call a
+/// blocked thread is in.
+WallState wall_thread_state(pid_t tid, int *statFd, int *syscallFd, int32_t *syscallNumber);
+/// Queues the sampler's SIGPROF to `tid` with `cookie` and the periods it stands for.
+bool wall_signal(pid_t tid, uint64_t cookie, uint32_t weight);
+
 // MARK: - Thread birth and death (threads.c -> sampler.c)
 
 /// A thread created through pthread_create starts: called on it before its start routine.
@@ -36,6 +52,10 @@ void sampler_thread_born(void);
 /// A thread created through pthread_create ends (its thread-specific data destructors run),
 /// with its name, its CPU time and whether it blocks SIGPROF or has one pending.
 void sampler_thread_ended(const char name[16], uint64_t cpuNs, bool blocksSignal);
+
+/// Whether another thread blocks SIGPROF or has one pending (then it blocked it meanwhile),
+/// from /proc/self/task/<tid>/status.
+bool sampler_blocks_sigprof(pid_t tid);
 
 /// The real pthread_create, for the sampler's own thread (never armed, never reported).
 int sampler_create_unwatched(pthread_t *thread, void *(*start)(void *), void *argument);

@@ -11,6 +11,11 @@
 #include "sampler_internal.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -18,6 +23,40 @@
 #include <sys/prctl.h>
 #include <time.h>
 
+// Whether the thread blocks SIGPROF or has one pending (then it blocked it meanwhile), from
+// /proc/self/task/<tid>/status.
+bool sampler_blocks_sigprof(pid_t tid) {
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/self/task/%d/status", (int)tid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char text[4096];
+  ssize_t got = read(fd, text, sizeof(text) - 1);
+  close(fd);
+  if (got <= 0) return false;
+  text[got] = 0;
+  const uint64_t bit = 1ull << (SIGPROF - 1);
+  bool blocked = false;
+  const char *keys[] = {"\nSigPnd:", "\nSigBlk:"};
+  for (int k = 0; k < 2; k++) {
+    const char *at = strstr(text, keys[k]);
+    if (at && (strtoull(at + 8, NULL, 16) & bit)) blocked = true;
+  }
+  return blocked;
+}
+
+// ThreadSanitizer intercepts pthread_create itself (a second definition does not link, and
+// it must see every thread start): under it threads are only found by discovery.
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define CPERFSAMPLER_INTERPOSES 0
+#endif
+#endif
+#ifndef CPERFSAMPLER_INTERPOSES
+#define CPERFSAMPLER_INTERPOSES 1
+#endif
+
+#if CPERFSAMPLER_INTERPOSES
 typedef int (*CreateFunction)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
 
 static _Atomic(CreateFunction) g_realCreate;
@@ -93,3 +132,8 @@ int sampler_create_unwatched(pthread_t *thread, void *(*start)(void *), void *ar
   CreateFunction create = real_create();
   return create ? create(thread, NULL, start, argument) : EAGAIN;
 }
+#else
+int sampler_create_unwatched(pthread_t *thread, void *(*start)(void *), void *argument) {
+  return pthread_create(thread, NULL, start, argument);
+}
+#endif

@@ -30,6 +30,13 @@ struct CheckOptions: ParsableArguments {
     help: ArgumentHelp("Most live instances of a type at the end: TYPE=N (repeatable).", valueName: "type=n"))
   var maxPersistent: [String] = []
 
+  @Option(
+    name: .customLong("min-coverage"),
+    help: ArgumentHelp(
+      "Least share of the threads' CPU time the Time Profiler's samples must stand for (e.g. 95%).",
+      valueName: "percent"))
+  var minCoverage: String?
+
   @Flag(name: .customLong("no-cycles"), help: "Fail on any retain cycle.")
   var noCycles = false
 
@@ -56,6 +63,13 @@ struct CheckOptions: ParsableArguments {
       result.maxPersistent[parts[0]] = limit
     }
     if noCycles { result.maxCycles = 0 }
+    if let minCoverage {
+      guard let percent = Thresholds.percent(parsing: minCoverage) else {
+        throw ValidationError(
+          "--min-coverage '\(minCoverage)' is not a percentage; accepted: \(Thresholds.percentForms)")
+      }
+      result.minCoveragePercent = percent
+    }
     return result
   }
 

@@ -174,19 +174,46 @@ extension ProcessWideRecording {
       configuration.clock = .wall
       let session = try SamplingSession.start(configuration)
       let me = CPerfSampler_gettid()
-      // Wall-clock signals interrupt nanosleep (EINTR): keep sleeping until 300 ms passed.
-      let deadline = Self.monotonicNanoseconds() + 300_000_000
-      while true {
-        let now = Self.monotonicNanoseconds()
-        if now >= deadline { break }
-        var request = timespec(tv_sec: 0, tv_nsec: Int(deadline - now))
-        _ = nanosleep(&request, nil)
-      }
+      // Blocked in pthread_join, a futex wait without a timeout: the kernel restarts it after
+      // a handler installed with SA_RESTART, so wall-clock ticks sample it.
+      var sleeper = pthread_t()
+      let rc = pthread_create(
+        &sleeper, nil,
+        { _ in
+          var request = timespec(tv_sec: 0, tv_nsec: 300_000_000)
+          var remaining = timespec()
+          while nanosleep(&request, &remaining) != 0 { request = remaining }
+          return nil
+        }, nil)
+      try #require(rc == 0)
+      pthread_join(sleeper, nil)
       let result = session.stop()
       let mine = result.samples.filter { $0.threadID == me }
       let weight = mine.reduce(0) { $0 + Int($1.weight) }
-      #expect(weight >= 150, "wall weight \(weight) for a 300 ms sleep")
+      #expect(weight >= 150, "wall weight \(weight) for a 300 ms join")
       #expect(weight <= 600)
+      #expect(result.threads.first { $0.threadID == me }?.source == .wallTicks)
+    }
+
+    /// A signal handled in nanosleep makes it fail with EINTR whatever SA_RESTART says
+    /// (per-thread wall timers interrupted 199 of 200): wall-clock ticks leave such a thread
+    /// alone and count its time instead.
+    @Test func wallClockLeavesNanosleepUninterrupted() throws {
+      var configuration = SamplerConfiguration()
+      configuration.clock = .wall
+      let session = try SamplingSession.start(configuration)
+      let me = CPerfSampler_gettid()
+      var interrupted = 0
+      for _ in 0..<200 {
+        var request = timespec(tv_sec: 0, tv_nsec: 1_500_000)
+        if nanosleep(&request, nil) != 0 && errno == EINTR { interrupted += 1 }
+      }
+      let result = session.stop()
+      #expect(interrupted == 0, "\(interrupted) of 200 nanosleeps failed with EINTR")
+      let thread = try #require(result.threads.first { $0.threadID == me })
+      // 300 ms asleep: most of it counted as not signalled, in clock_nanosleep or nanosleep.
+      #expect(thread.unsignalledNanoseconds >= 150_000_000, "\(thread.unsignalledNanoseconds) ns counted")
+      #expect([35, 230].contains(thread.unsignalledSyscall))
     }
 
     @Test func samplerClockKeepsTheMonotonicClocksTime() throws {

@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 
 @testable import PerfHarness
@@ -150,5 +151,37 @@ struct ThresholdsTests {
     report.allocations?.lost.freedCategories = 0
     let clean = ThresholdCheck.evaluate(Thresholds(), on: report)
     #expect(clean.map(\.name) == ["lost-allocation-records"] && clean.allSatisfy { $0.passed })
+  }
+
+  @Test("min-coverage: a percentage, checked against the Time Profiler's coverage, unmeasured fails")
+  func minCoverage() throws {
+    let thresholds = try Thresholds.parse("min-coverage: 95%", path: "t.yaml")
+    #expect(thresholds.minCoveragePercent == 95)
+    #expect(thresholds.requiredInstruments.contains(.time))
+    #expect(throws: ThresholdsFileError.self) { try Thresholds.parse("min-coverage: 120", path: "t.yaml") }
+    #expect(Thresholds.percent(parsing: "97.5 %") == 97.5)
+    var report = Report.crashed(
+      scenario: "sample", variant: "starter", iterations: 1, instruments: [.time], error: "",
+      wallTimeMilliseconds: 1, crash: CrashInfo(signal: nil, timedOut: false, stack: [], standardErrorTail: []))
+    let unmeasured = try #require(ThresholdCheck.evaluate(thresholds, on: report).first { $0.name == "min-coverage" })
+    #expect(!unmeasured.passed && unmeasured.actual == nil)
+    func profile(coverage: Double) throws -> TimeProfileReport {
+      let json = """
+        {"clock":"cpu","sampleRateHz":1000,"sampleCount":800,"lostSamples":0,"signalsReceived":800,
+        "totalWeightMilliseconds":800,"durationMilliseconds":1000,"handlerMedianMicroseconds":1,
+        "handlerP90Microseconds":2,"medianStackDepth":10,"symbolizationMilliseconds":1,"uniqueAddresses":1,
+        "threads":[],"topFunctions":[],
+        "profile":{"frames":[],"threads":[],"samples":[],"sampleIntervalMilliseconds":1},
+        "cpuMilliseconds":1000,"coveragePercent":\(coverage),
+        "unsampled":[{"name":"worker","threadID":7,"cpuMilliseconds":200,"reason":"blocks SIGPROF"}]}
+        """
+      return try JSONDecoder().decode(TimeProfileReport.self, from: Data(json.utf8))
+    }
+    report.timeProfile = try profile(coverage: 80)
+    let failed = try #require(ThresholdCheck.evaluate(thresholds, on: report).first { $0.name == "min-coverage" })
+    #expect(!failed.passed && failed.actual == 80)
+    #expect(failed.detail?.contains("worker [7]: blocks SIGPROF") == true)
+    report.timeProfile = try profile(coverage: 99)
+    #expect(ThresholdCheck.evaluate(thresholds, on: report).first { $0.name == "min-coverage" }?.passed == true)
   }
 }

@@ -17,7 +17,9 @@ extern "C" {
 typedef enum CPerfSampler_Clock {
   /// Per-thread CPU-time timers: only running threads are sampled.
   CPerfSampler_ClockCPU = 0,
-  /// Per-thread CLOCK_MONOTONIC timers: blocked threads are sampled too.
+  /// Wall time: ticks to running threads and to threads blocked where the call restarts
+  /// transparently (CPerfSampler_SourceWallTicks); with CPerfSampler_SourceTimer,
+  /// per-thread CLOCK_MONOTONIC timers (every blocked thread, at the price of EINTR).
   CPerfSampler_ClockWall = 1,
 } CPerfSampler_Clock;
 
@@ -30,6 +32,9 @@ typedef enum CPerfSampler_Source {
   CPerfSampler_SourceTimer = 1,
   /// ThreadInfo only: the thread was sampled by its perf event.
   CPerfSampler_SourcePerfEvent = 2,
+  /// ThreadInfo only: wall clock, ticks queued by the sampler's ticker thread to threads
+  /// that run or are blocked where SA_RESTART restarts the call (never EINTR).
+  CPerfSampler_SourceWallTicks = 3,
 } CPerfSampler_Source;
 
 enum {
@@ -97,6 +102,9 @@ typedef struct CPerfSampler_ThreadInfo {
   int32_t cpuKnown;       // cpuNs is known
   uint64_t cpuNs;         // CPU time the recording could have sampled: from the thread's
                           // start (bornDuring) or its arming, to its end or the stop
+  uint64_t unsignalledNs; // wall clock ticks: time blocked where a tick would cause EINTR
+  int32_t unsignalledSyscall;  // the system call it was last blocked in so (-1: none)
+  int32_t reserved;
 } CPerfSampler_ThreadInfo;
 
 typedef struct CPerfSampler_Stats {

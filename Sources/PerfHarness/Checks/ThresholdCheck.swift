@@ -110,6 +110,20 @@ public enum ThresholdCheck {
         results.append(unmeasured("max-cycles", limit: Double(limit), needs: "the leaks instrument"))
       }
     }
+    if let limit = thresholds.minCoveragePercent {
+      if let profile = report.timeProfile, let coverage = profile.coveragePercent {
+        let unsampled = (profile.unsampled ?? []).map { "\($0.name) [\($0.threadID)]: \($0.reason)" }
+        results.append(
+          CheckResult(
+            name: "min-coverage", limit: limit, actual: coverage, passed: coverage >= limit,
+            detail: String(
+              format: "%.0f ms sampled of %.0f ms CPU time", profile.totalWeightMilliseconds,
+              profile.cpuMilliseconds ?? 0)
+              + (unsampled.isEmpty ? "" : "; unsampled: " + unsampled.prefix(5).joined(separator: ", "))))
+      } else {
+        results.append(unmeasured("min-coverage", limit: limit, needs: "the Time Profiler on the cpu clock"))
+      }
+    }
     return results + losses(in: report)
   }
 

@@ -16,7 +16,7 @@ extension Thresholds {
   /// The keys a thresholds file may use.
   public static let fileKeys = [
     "max-growth-per-generation", "warm-up-generations", "max-leaked-bytes", "max-cycles", "max-persistent",
-    "max-peak-heap",
+    "max-peak-heap", "min-coverage",
   ]
 
   /// Reads a thresholds file:
@@ -28,6 +28,7 @@ extension Thresholds {
   /// max-persistent:
   ///   MyApp.DetailViewController: 1
   /// max-peak-heap: 64 MiB
+  /// min-coverage: 95%                  # of the threads' CPU time, in samples
   /// ```
   public static func load(contentsOf path: String) throws -> Thresholds {
     let text: String
@@ -85,6 +86,11 @@ extension Thresholds {
       case "max-leaked-bytes": thresholds.maxLeakedBytes = try size()
       case "max-cycles": thresholds.maxCycles = try count()
       case "max-peak-heap": thresholds.maxPeakHeap = try size()
+      case "min-coverage":
+        guard let text = value.scalar?.string, let percent = Thresholds.percent(parsing: text) else {
+          throw fail("'\(value.scalar?.string ?? "…")' is not a percentage; accepted: \(Thresholds.percentForms)")
+        }
+        thresholds.minCoveragePercent = percent
       case "max-persistent":
         guard let types = value.mapping else {
           throw fail("expected a mapping of type names to counts, e.g. 'MyApp.Screen: 1'")
@@ -104,6 +110,18 @@ extension Thresholds {
       }
     }
     return thresholds
+  }
+}
+
+extension Thresholds {
+  public static let percentForms = "a number from 0 to 100, with or without '%' (e.g. 95, 97.5%)"
+
+  /// "95", "97.5%": a percentage from 0 to 100.
+  public static func percent(parsing text: String) -> Double? {
+    var trimmed = text.trimmingCharacters(in: .whitespaces)
+    if trimmed.hasSuffix("%") { trimmed = String(trimmed.dropLast()).trimmingCharacters(in: .whitespaces) }
+    guard let value = Double(trimmed), value.isFinite, (0...100).contains(value) else { return nil }
+    return value
   }
 }
 

@@ -16,12 +16,15 @@ public struct Thresholds: Hashable, Sendable {
   public var maxPersistent: [String: Int] = [:]
   /// Most live heap at any time.
   public var maxPeakHeap: ByteSize?
+  /// Least share of the threads' CPU time the Time Profiler's samples must stand for
+  /// (`coveragePercent`, cpu clock), in percent.
+  public var minCoveragePercent: Double?
 
   public init() {}
 
   public var isEmpty: Bool {
     maxGrowthPerGeneration == nil && maxLeakedBytes == nil && maxCycles == nil && maxPersistent.isEmpty
-      && maxPeakHeap == nil
+      && maxPeakHeap == nil && minCoveragePercent == nil
   }
 
   /// `other`'s limits where it sets them, these elsewhere.
@@ -33,6 +36,7 @@ public struct Thresholds: Hashable, Sendable {
     if let value = other.maxCycles { result.maxCycles = value }
     result.maxPersistent.merge(other.maxPersistent) { _, new in new }
     if let value = other.maxPeakHeap { result.maxPeakHeap = value }
+    if let value = other.minCoveragePercent { result.minCoveragePercent = value }
     return result
   }
 
@@ -43,6 +47,7 @@ public struct Thresholds: Hashable, Sendable {
       instruments.insert(.allocations)
     }
     if maxLeakedBytes != nil || maxCycles != nil { instruments.insert(.leaks) }
+    if minCoveragePercent != nil { instruments.insert(.time) }
     return instruments
   }
 }

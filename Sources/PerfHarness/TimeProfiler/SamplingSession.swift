@@ -8,8 +8,9 @@ public enum SamplingClock: String, Sendable, CaseIterable {
   /// cpu-clock perf event (the requested rate) or, where the kernel refuses perf events,
   /// a CPU-time timer (which fires on kernel ticks: fewer signals, heavier weights).
   case cpu
-  /// Wall time (CLOCK_MONOTONIC): blocked threads are sampled too. The signals can
-  /// interrupt blocking calls (nanosleep, read, ...) with EINTR in the profiled code.
+  /// Wall time: blocked threads are sampled too, where a signal cannot make their call
+  /// fail with EINTR (a futex wait without timeout: mutexes, conditions, joins); time
+  /// blocked elsewhere (nanosleep, poll, ...) is counted per thread, not sampled.
   case wall
 }
 
@@ -19,6 +20,8 @@ enum SampleSource: String, Sendable {
   case perfEvent = "perf-event"
   /// A per-thread POSIX timer (timer_create).
   case timer
+  /// Wall clock: ticks queued by the sampler's ticker thread.
+  case wallTicks = "wall-tick"
 }
 
 struct SamplerConfiguration: Sendable {
@@ -57,6 +60,10 @@ struct SampledThread: Sendable {
   /// CPU time the recording could have sampled (from its start or arming to its end or
   /// the stop); nil when it could not be read.
   var cpuNanoseconds: UInt64?
+  /// Wall clock: time blocked where a tick would have made its call fail with EINTR, so
+  /// not sampled, and the system call it was last blocked in so.
+  var unsignalledNanoseconds: UInt64 = 0
+  var unsignalledSyscall: Int32 = -1
 }
 
 /// SIGPROF's disposition, as the program set it.
@@ -192,13 +199,15 @@ final class SamplingSession: Sendable {
         switch info.source {
         case Int32(CPerfSampler_SourcePerfEvent.rawValue): .perfEvent
         case Int32(CPerfSampler_SourceTimer.rawValue): .timer
+        case Int32(CPerfSampler_SourceWallTicks.rawValue): .wallTicks
         default: nil
         }
       threads.append(
         SampledThread(
           threadID: info.tid, name: name, isMain: info.isMain != 0, source: source,
           blocksSignal: info.blocksSignal != 0, bornDuring: info.bornDuring != 0,
-          cpuNanoseconds: info.cpuKnown != 0 ? info.cpuNs : nil))
+          cpuNanoseconds: info.cpuKnown != 0 ? info.cpuNs : nil, unsignalledNanoseconds: info.unsignalledNs,
+          unsignalledSyscall: info.unsignalledSyscall))
     }
 
     return SamplingResult(

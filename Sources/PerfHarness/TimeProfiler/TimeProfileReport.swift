@@ -40,7 +40,8 @@ public struct TimeProfileReport: Codable, Sendable {
   /// `totalWeightMilliseconds` over `cpuMilliseconds` (cpu clock).
   public var coveragePercent: Double?
   /// Threads that used CPU time while recording but have no sample, and why (threads
-  /// with less CPU time than one period are only counted, in `shortThreads`).
+  /// with less CPU time than one period are only counted, in `shortThreads`); on the wall
+  /// clock, threads with time blocked where a tick would have caused EINTR.
   public var unsampled: [UnsampledThread]?
   /// Threads without a sample that used less CPU time than one sampling period each, and
   /// their CPU time together.
@@ -75,7 +76,10 @@ public struct TimeProfileReport: Codable, Sendable {
     public var name: String
     public var threadID: Int32
     public var cpuMilliseconds: Double?
-    /// `blocks SIGPROF`, `SIGPROF handler replaced by the program`, `too short`, `not armed`.
+    /// Wall clock: time blocked where a tick would have made the call fail with EINTR.
+    public var blockedMilliseconds: Double?
+    /// `blocks SIGPROF`, `SIGPROF handler replaced by the program`, `not armed`,
+    /// `no sample`, or (wall clock) `blocked in <call>, not signalled (EINTR)`.
     public var reason: String
   }
 }

@@ -97,15 +97,38 @@ final class TimeProfiler {
       cpuMilliseconds: measuresCPU ? coverage.cpuMilliseconds : nil,
       coveragePercent: measuresCPU && coverage.cpuMilliseconds > 0
         ? totalWeight / coverage.cpuMilliseconds * 100 : nil,
-      unsampled: measuresCPU ? coverage.unsampled : nil,
+      unsampled: measuresCPU ? coverage.unsampled : Self.unsignalled(results),
       shortThreads: measuresCPU ? coverage.shortThreads : nil,
       shortThreadsCPUMilliseconds: measuresCPU ? coverage.shortMilliseconds : nil,
       signalHandlerNote: signalHandlerNote())
   }
 
+  /// Wall clock: each thread's time blocked where a tick would have made its call fail.
+  static func unsignalled(_ results: [SamplingResult]) -> [TimeProfileReport.UnsampledThread] {
+    var blocked: [Int32: (name: String, nanoseconds: UInt64, call: Int32)] = [:]
+    for result in results {
+      for thread in result.threads where thread.unsignalledNanoseconds > 0 {
+        let previous = blocked[thread.threadID]?.nanoseconds ?? 0
+        blocked[thread.threadID] = (
+          ProfileBuilder.threadName(thread), previous + thread.unsignalledNanoseconds, thread.unsignalledSyscall
+        )
+      }
+    }
+    return blocked.sorted { $0.key < $1.key }.map { threadID, entry in
+      .init(
+        name: entry.name, threadID: threadID, cpuMilliseconds: nil,
+        blockedMilliseconds: Double(entry.nanoseconds) / 1e6,
+        reason: "blocked in \(SystemCallName.of(entry.call)), not signalled (the call would fail with EINTR)")
+    }
+  }
+
   private func sourceNote(sources: Set<SampleSource>) -> String? {
     guard let errno = results.map(\.perfErrno).first(where: { $0 != 0 }), sources.contains(.timer) else {
-      if configuration.clock == .wall { return "wall clock: CLOCK_MONOTONIC timers per thread" }
+      if configuration.clock == .wall {
+        return configuration.timersOnly
+          ? "wall clock: CLOCK_MONOTONIC timers per thread (blocking calls may fail with EINTR)"
+          : "wall clock: ticks to running threads and to threads in futex waits without a timeout"
+      }
       return configuration.timersOnly ? "timers requested" : nil
     }
     return "perf_event_open or its ring failed (\(String(cString: strerror(errno))), errno \(errno)): "
@@ -226,7 +249,21 @@ struct Coverage {
       } else {
         continue  // used no CPU time while recording
       }
-      unsampled.append(.init(name: fact.name, threadID: threadID, cpuMilliseconds: cpu, reason: reason))
+      unsampled.append(
+        .init(name: fact.name, threadID: threadID, cpuMilliseconds: cpu, blockedMilliseconds: nil, reason: reason))
     }
+  }
+}
+
+/// x86-64 system call names, for the blocking calls a wall-clock report names.
+enum SystemCallName {
+  static let names: [Int32: String] = [
+    0: "read", 1: "write", 7: "poll", 23: "select", 34: "pause", 35: "nanosleep", 45: "recvfrom", 47: "recvmsg",
+    128: "rt_sigtimedwait", 130: "rt_sigsuspend", 202: "futex (with a timeout)", 230: "clock_nanosleep",
+    232: "epoll_wait", 270: "pselect6", 271: "ppoll", 281: "epoll_pwait", 441: "epoll_pwait2",
+  ]
+
+  static func of(_ number: Int32) -> String {
+    number < 0 ? "no system call" : names[number] ?? "system call \(number)"
   }
 }
