@@ -1,9 +1,12 @@
 import Glibc
 
 /// The Time Profiler's accuracy workload: three functions taking about 68, 26 and 5 % of
-/// the CPU time, interleaved in rounds of ~100 µs, so a profiler at 1 kHz sees each round's
-/// split at a drifting phase. The bench profiles it in process and runs `perf record` on
-/// it in `bench-workload split`, in the same sitting.
+/// the CPU time, in rounds of a few µs whose lengths vary at random (±50 % per call), so no
+/// sampling period can fall into step with them (fixed rounds of 15 µs or 162 µs let both
+/// profilers' samples land on a few phases of the round, 2-7 points off). Each sample then
+/// draws a function with its share's probability: a 1-second run at 1 kHz carries the
+/// binomial noise of ~1000 draws (±1.5 points for the 68 % share). The bench profiles it in
+/// process and runs `perf record` on it in `bench-workload split`, in the same sitting.
 public enum SplitWorkload {
   public static let functions = ["splitHeavy", "splitMedium", "splitLight"]
 
@@ -12,11 +15,21 @@ public enum SplitWorkload {
   public static func run(cpuNanoseconds: UInt64) {
     let start = threadCPUNanoseconds()
     var x: UInt64 = 1
+    var random: UInt64 = 0x9E37_79B9_7F4A_7C15
+    // 0.5 ... 1.5 times `mean`, from a xorshift generator (its mean is `mean`).
+    func vary(_ mean: Int) -> Int {
+      random ^= random << 13
+      random ^= random >> 7
+      random ^= random << 17
+      return mean / 2 + Int(random % UInt64(mean + 1))
+    }
+    // The thread's CPU clock is a system call: read it every ~0.5 ms, so the kernel's share
+    // (which perf events at paranoid 2 do not sample) stays under 1 %.
     while threadCPUNanoseconds() - start < cpuNanoseconds {
-      for _ in 0..<10 {
-        x = splitHeavy(x, 6_800)
-        x = splitMedium(x, 2_600)
-        x = splitLight(x, 500)
+      for _ in 0..<300 {
+        x = splitHeavy(x, vary(680))
+        x = splitMedium(x, vary(260))
+        x = splitLight(x, vary(50))
       }
     }
     blackHole(Int(truncatingIfNeeded: x))

@@ -234,6 +234,7 @@ var splitDeviations: [Double] = []
 var splitRates: [Double] = []
 var splitOurs: [[Double]] = []
 var splitPerf: [[Double]] = []
+var perfAgainstPerf: [Double] = []
 let perfTool = tool("perf")
 for round in 0..<(onlyAllocations ? 0 : 10) {
   let report = MainActor.assumeIsolated {
@@ -258,6 +259,10 @@ for round in 0..<(onlyAllocations ? 0 : 10) {
   splitOurs.append(ours)
   splitPerf.append(theirs)
   splitDeviations.append(zip(ours, theirs).map { abs($0 - $1) }.max() ?? .nan)
+  // The floor: perf against itself, another run in the same sitting.
+  if let again = try perfSplit(perfTool, round: round) {
+    perfAgainstPerf.append(zip(again, theirs).map { abs($0 - $1) }.max() ?? .nan)
+  }
 }
 
 if !onlyAllocations {
@@ -278,10 +283,13 @@ if !onlyAllocations {
       detail: splitDeviations.isEmpty
         ? "perf record does not run here"
         : String(
-          format: "largest share difference per run (points): %@; median split ours %@, perf %@",
+          format:
+            "largest share difference per run (points): %@; median split ours %@, perf %@; perf against a second perf run in the same round: %ld of %ld within 2 points (%@): two independent ~1000-sample runs differ by binomial noise alone",
           splitDeviations.map { String(format: "%.1f", $0) }.joined(separator: ", "),
           (0..<3).map { i in String(format: "%.1f", median(splitOurs.map { $0[i] })) }.joined(separator: "/"),
-          (0..<3).map { i in String(format: "%.1f", median(splitPerf.map { $0[i] })) }.joined(separator: "/"))))
+          (0..<3).map { i in String(format: "%.1f", median(splitPerf.map { $0[i] })) }.joined(separator: "/"),
+          perfAgainstPerf.filter { $0 <= 2 }.count, perfAgainstPerf.count,
+          perfAgainstPerf.map { String(format: "%.1f", $0) }.joined(separator: ", "))))
   let overhead = (median(pairedRatios) - 1) * 100
   // The rounds' ratios spread over tens of percent on this shared machine (the same plain
   // run takes 0.9 to 1.25 s from one run to the next, in CPU time as much as in wall
