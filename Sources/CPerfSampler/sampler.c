@@ -143,6 +143,7 @@ static _Atomic uint64_t g_timerFailures;
 // errno of the first refused perf_event_open this session (0: none): the reason threads
 // were given timers instead.
 static int g_perfErrno;
+static _Atomic pid_t g_tickerTid;  // the wall clock's ticker thread while it runs, else 0
 static _Atomic bool g_tableOpen;  // threads may be added (start to stop), under g_tableLock
 static int32_t g_handlerReplaced;  // at stop: 0 ours, 1 another handler, 2 SIG_IGN, 3 SIG_DFL
 static bool g_perfRefused;  // perf_event_open is refused outright: timers from here on
@@ -1620,7 +1621,7 @@ static bool scan(pid_t exclude) {
   while ((item = readdir(dir)) != NULL) {
     if (item->d_name[0] < '0' || item->d_name[0] > '9') continue;
     pid_t tid = (pid_t)strtol(item->d_name, NULL, 10);
-    if (tid <= 0 || tid == exclude) continue;
+    if (tid <= 0 || tid == exclude || tid == atomic_load_explicit(&g_tickerTid, memory_order_relaxed)) continue;
     ThreadEntry *entry = find_live(tid);
     ThreadEntry *ending = entry ? NULL : find_lingering(tid);
     if (ending) {
@@ -1743,6 +1744,7 @@ static bool g_tickerRunning;
 
 static void *ticker_main(void *unused) {
   (void)unused;
+  atomic_store(&g_tickerTid, (pid_t)syscall(SYS_gettid));
   const uint64_t period = 1000000000ull / (uint64_t)g_config.rateHz;
   struct timespec next;
   clock_gettime(CLOCK_MONOTONIC, &next);
@@ -2002,28 +2004,15 @@ int32_t CPerfSampler_start(const CPerfSampler_Config *config, CPerfSampler_Error
   // must not run anyone's handlers).
   sigset_t all, saved;
   sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &saved);
-  err = sampler_create_unwatched(&g_discovery, discovery_main, NULL);
-  pthread_sigmask(SIG_SETMASK, &saved, NULL);
-  if (err) {
-    atomic_store(&g_enabled, 0);
-    close_table();
-    wait_for_handlers();
-    free_session();
-    set_error(error, CPerfSampler_ErrorSystem, "pthread_create(discovery)", err);
-    atomic_store(&g_state, STATE_IDLE);
-    return CPerfSampler_ErrorSystem;
-  }
-  g_discoveryRunning = true;
+  // The wall clock's ticker first, and its tid known before discovery can see it: it is
+  // the sampler's, never sampled or reported.
   g_tickerRunning = false;
+  atomic_store(&g_tickerTid, 0);
   if (config->clock == CPerfSampler_ClockWall && config->source == CPerfSampler_SourceAuto) {
     pthread_sigmask(SIG_SETMASK, &all, &saved);
     err = sampler_create_unwatched(&g_ticker, ticker_main, NULL);
     pthread_sigmask(SIG_SETMASK, &saved, NULL);
     if (err) {
-      atomic_store(&g_discoveryStop, 1);
-      pthread_join(g_discovery, NULL);
-      g_discoveryRunning = false;
       atomic_store(&g_enabled, 0);
       close_table();
       wait_for_handlers();
@@ -2033,7 +2022,26 @@ int32_t CPerfSampler_start(const CPerfSampler_Config *config, CPerfSampler_Error
       return CPerfSampler_ErrorSystem;
     }
     g_tickerRunning = true;
+    while (atomic_load(&g_tickerTid) == 0) sched_yield();
   }
+  pthread_sigmask(SIG_SETMASK, &all, &saved);
+  err = sampler_create_unwatched(&g_discovery, discovery_main, NULL);
+  pthread_sigmask(SIG_SETMASK, &saved, NULL);
+  if (err) {
+    if (g_tickerRunning) {
+      atomic_store(&g_discoveryStop, 1);
+      pthread_join(g_ticker, NULL);
+      g_tickerRunning = false;
+    }
+    atomic_store(&g_enabled, 0);
+    close_table();
+    wait_for_handlers();
+    free_session();
+    set_error(error, CPerfSampler_ErrorSystem, "pthread_create(discovery)", err);
+    atomic_store(&g_state, STATE_IDLE);
+    return CPerfSampler_ErrorSystem;
+  }
+  g_discoveryRunning = true;
   atomic_store(&g_state, STATE_RUNNING);
   return CPerfSampler_OK;
 }
@@ -2053,6 +2061,7 @@ int32_t CPerfSampler_stop(CPerfSampler_Error *error) {
   if (g_tickerRunning) {
     pthread_join(g_ticker, NULL);  // it stops on g_discoveryStop too
     g_tickerRunning = false;
+    atomic_store(&g_tickerTid, 0);  // its tid may be a program thread's next
   }
   // Replaced or ignored by the program since start: its threads' signals went elsewhere.
   struct sigaction current;
