@@ -1814,6 +1814,16 @@ static void close_table(void) {
   pthread_mutex_unlock(&g_tableLock);
 }
 
+// A forked child keeps none of the recording (its threads are other tids, and no discovery
+// thread runs in it), but inherits the table's lock in whatever state another thread held it
+// at the fork: its first pthread_create would wait on it forever.
+static void forget_table_in_child(void) {
+  atomic_store(&g_tableOpen, false);
+  pthread_mutex_init(&g_tableLock, NULL);
+}
+
+static void forget_table_in_children(void) { (void)pthread_atfork(NULL, NULL, forget_table_in_child); }
+
 void sampler_thread_born(void) {
   if (!atomic_load_explicit(&g_tableOpen, memory_order_relaxed)) return;
   pid_t tid = (pid_t)syscall(SYS_gettid);
@@ -1980,6 +1990,8 @@ int32_t CPerfSampler_start(const CPerfSampler_Config *config, CPerfSampler_Error
   g_handlerReplaced = 0;
   g_startNs = now_ns();
   atomic_store(&g_enabled, 1);
+  static pthread_once_t atforkOnce = PTHREAD_ONCE_INIT;
+  pthread_once(&atforkOnce, forget_table_in_children);
   pthread_mutex_lock(&g_tableLock);
   g_tableOpen = true;
   pthread_mutex_unlock(&g_tableLock);
