@@ -67,6 +67,10 @@ struct CommandLineTests {
         ["scenario", "search-drill-downs", "--leak-check-at-marks", "--instruments", "time"],
         ["--leak-check-at-marks", "leaks"]
       ),
+      (
+        ["scenario", "closure-retain-cycles", "--check", "--min-coverage", "120%"],
+        ["--min-coverage", "120%", "0 to 100"]
+      ),
       (["frobnicate"], ["frobnicate"]),
     ])
   func badInput(arguments: [String], mentions: [String]) throws {
