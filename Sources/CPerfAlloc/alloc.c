@@ -1178,14 +1178,19 @@ static inline __attribute__((always_inline)) void recordAllocCounts(void *pointe
   recordAllocCountsAt(pointer, size, isObjectAllocation(frame));
 }
 
+// Set-up work the scenario does not want measured: a leak scan still needs to know the
+// block (it may hold the only reference to a session block), as one from before the
+// session. Out of line, so the hooks' frames stay as they were: a leak scan reads stale
+// words where they fall.
+__attribute__((noinline, cold)) static void recordPaused(void *pointer, size_t size, uintptr_t *frame) {
+  if (g_tracksPreexisting && !t_ignoringAllocations) {
+    recordPreexisting((uint64_t)(uintptr_t)pointer, size, isObjectAllocation(frame));
+  }
+}
+
 static inline __attribute__((always_inline)) void recordAlloc(void *pointer, size_t size, uintptr_t *frame) {
   if (UNLIKELY(atomic_load_explicit(&g_paused, memory_order_relaxed))) {
-    // Set-up work the scenario does not want measured: a leak scan still needs to know
-    // the block (it may hold the only reference to a session block), as one from before
-    // the session.
-    if (g_tracksPreexisting && !t_ignoringAllocations) {
-      recordPreexisting((uint64_t)(uintptr_t)pointer, size, isObjectAllocation(frame));
-    }
+    recordPaused(pointer, size, frame);
     return;
   }
   if (UNLIKELY(g_mode == CPerfAlloc_ModeFullStacks || atomic_load_explicit(&g_preexistingPhase, memory_order_relaxed))) {

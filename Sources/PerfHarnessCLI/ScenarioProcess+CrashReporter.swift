@@ -38,10 +38,11 @@ extension ScenarioProcess {
   /// For the child: SIGKILL when the harness that started it dies (even of SIGKILL), so
   /// that no scenario spins on with nothing left to enforce --timeout or read its report.
   static func dieWithParent() {
-    guard let value = ProcessInfo.processInfo.environment[parentEnvironmentKey], let parent = Int32(value) else {
-      return
-    }
-    if CPerfCrash_dieWithParent(parent) == 1 { exit(1) }
+    // getenv and strtol allocate nothing: ProcessInfo's dictionary of the environment would
+    // churn the heap before the recording, where the leak corpus keeps its dangling words.
+    guard let value = getenv(parentEnvironmentKey) else { return }
+    let parent = Int32(truncatingIfNeeded: strtol(value, nil, 10))
+    if parent > 0 && CPerfCrash_dieWithParent(parent) == 1 { exit(1) }
   }
 }
 

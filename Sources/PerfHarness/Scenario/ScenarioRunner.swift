@@ -41,8 +41,9 @@ public struct ScenarioRunner {
     if configuration.memoryWarningAtEnd && status == .passed {
       run.context.simulateMemoryWarning()
     }
-    // From here on only the harness's own code runs on this thread.
-    interruptions?.scenarioWillBeReported()
+    // From here on only the harness's own code runs on this thread, and what it allocates
+    // is not the scenario's.
+    AllocationRecorder.ignoringAllocations { interruptions?.scenarioWillBeReported() }
     run.recording.finish()
     return run.report(status: status, failure: failure)
   }
