@@ -209,6 +209,17 @@ extension CallTree {
     #expect(tree.root("main")?.children.isEmpty == true)
   }
 
+  @Test func threadsSharingANameAreToldApartByTheirID() {
+    let profile = makeProfile(
+      [
+        sample("main>a", weight: 3, thread: 0), sample("w>a", weight: 2, thread: 1),
+        sample("w>b", weight: 1, thread: 2),
+      ],
+      threads: ["Main Thread", "Dispatch worker", "Dispatch worker"])
+    let tree = CallTree(profile: profile, options: .init(separateByThread: true))
+    #expect(tree.roots.map(\.name) == ["Main Thread", "Dispatch worker 101", "Dispatch worker 102"])
+  }
+
   @Test func separateByThreadPutsARootPerThread() {
     let profile = makeProfile([
       sample("main>a", weight: 3, thread: 0), sample("work>a", weight: 5, thread: 1),

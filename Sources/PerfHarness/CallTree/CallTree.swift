@@ -127,8 +127,14 @@ public struct CallTree: Sendable, Codable {
     }
     var roots: [CallTreeNode]
     if options.separateByThread {
+      // Names no longer carry the thread ID; threads that share one (Dispatch workers) are
+      // told apart by it here, as Instruments shows them.
+      let nameCounts = Dictionary(profile.threads.map { ($0.name, 1) }, uniquingKeysWith: +)
       roots = zip(threadOfTrie, tries).map { thread, trie in
-        let name = profile.threads.indices.contains(thread) ? profile.threads[thread].name : "Thread \(thread)"
+        var name = profile.threads.indices.contains(thread) ? profile.threads[thread].name : "Thread \(thread)"
+        if profile.threads.indices.contains(thread), nameCounts[name, default: 0] > 1 {
+          name += " \(profile.threads[thread].threadID)"
+        }
         return CallTreeNode(
           kind: .thread, name: name, module: "", isApp: false, selfWeight: 0,
           totalWeight: trie.totalWeight, sampleCount: trie.sampleCount, children: rows(trie))
