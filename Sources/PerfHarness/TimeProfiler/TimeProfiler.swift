@@ -9,7 +9,12 @@ final class TimeProfiler {
   private var results: [SamplingResult] = []
 
   init(clock: SamplingClock, rateHz: Int) {
-    configuration = SamplerConfiguration(clock: clock, rateHz: rateHz)
+    var configuration = SamplerConfiguration(clock: clock, rateHz: rateHz)
+    // Where perf events are allowed but unwanted (a kernel whose cpu-clock events
+    // misbehave, or to compare the two sources): PERFHARNESS_SAMPLE_SOURCE=timer. Read with
+    // getenv: ProcessInfo's environment allocates, which moves the heap a leak scan reads.
+    configuration.timersOnly = getenv("PERFHARNESS_SAMPLE_SOURCE").map { String(cString: $0) == "timer" } ?? false
+    self.configuration = configuration
   }
 
   func start() throws {
