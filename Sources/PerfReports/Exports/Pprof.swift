@@ -40,23 +40,9 @@ public enum Pprof {
     }
 
     // One function per (name, module, file); one location per frame (with its line).
-    var functionIDs: [String: UInt64] = [:]
-    var functions = ProtobufWriter()
+    var functions = FunctionTable()
     for (index, frame) in profile.frames.enumerated() {
-      let key = "\(frame.name)\u{0}\(frame.module)\u{0}\(frame.file ?? "")"
-      let functionID: UInt64
-      if let known = functionIDs[key] {
-        functionID = known
-      } else {
-        functionID = UInt64(functionIDs.count + 1)
-        functionIDs[key] = functionID
-        var function = ProtobufWriter()
-        function.varint(field: 1, functionID)
-        function.varint(field: 2, UInt64(strings.index(frame.name)))
-        function.varint(field: 3, UInt64(strings.index(frame.name)))
-        function.varint(field: 4, UInt64(strings.index(frame.file ?? frame.module)))
-        functions.bytes(field: 5, function.data)
-      }
+      let functionID = functions.id(name: frame.name, module: frame.module, file: frame.file, strings: &strings)
       var line = ProtobufWriter()
       line.varint(field: 1, functionID)
       if let number = frame.line { line.varint(field: 2, UInt64(number)) }
@@ -65,7 +51,7 @@ public enum Pprof {
       location.bytes(field: 4, line.data)
       message.bytes(field: 4, location.data)
     }
-    message.append(functions)
+    message.append(functions.encoded)
 
     let intervalNanoseconds = UInt64((profile.sampleIntervalMilliseconds * 1e6).rounded())
     for string in strings.strings { message.bytes(field: 6, Data(string.utf8)) }
@@ -88,27 +74,13 @@ public enum Pprof {
     message.bytes(field: 1, objectsType)
     message.bytes(field: 1, spaceType)
     var locationIDs: [String: UInt64] = [:]
-    var functionIDs: [String: UInt64] = [:]
     var locations = ProtobufWriter()
-    var functions = ProtobufWriter()
+    var functions = FunctionTable()
     let categoryKey = strings.index("object")
     for stack in stacks {
       var ids: [UInt64] = []
       for frame in allocations.frames(of: stack) {
-        let functionKey = "\(frame.symbol)\u{0}\(frame.module)\u{0}\(frame.file ?? "")"
-        let functionID: UInt64
-        if let known = functionIDs[functionKey] {
-          functionID = known
-        } else {
-          functionID = UInt64(functionIDs.count + 1)
-          functionIDs[functionKey] = functionID
-          var function = ProtobufWriter()
-          function.varint(field: 1, functionID)
-          function.varint(field: 2, UInt64(strings.index(frame.symbol)))
-          function.varint(field: 3, UInt64(strings.index(frame.symbol)))
-          function.varint(field: 4, UInt64(strings.index(frame.file ?? frame.module)))
-          functions.bytes(field: 5, function.data)
-        }
+        let functionID = functions.id(name: frame.symbol, module: frame.module, file: frame.file, strings: &strings)
         let locationKey = "\(functionID):\(frame.line ?? 0)"
         if let known = locationIDs[locationKey] {
           ids.append(known)
@@ -135,7 +107,7 @@ public enum Pprof {
       message.bytes(field: 2, sample.data)
     }
     message.append(locations)
-    message.append(functions)
+    message.append(functions.encoded)
     for string in strings.strings { message.bytes(field: 6, Data(string.utf8)) }
     message.bytes(field: 11, spaceType)
     message.varint(field: 14, UInt64(strings.index("inuse_space")))
@@ -147,6 +119,26 @@ public enum Pprof {
     value.varint(field: 1, UInt64(type))
     value.varint(field: 2, UInt64(unit))
     return value.data
+  }
+}
+
+/// pprof's functions, one per name, module and file, encoded as they are first met.
+private struct FunctionTable {
+  private var ids: [String: UInt64] = [:]
+  private(set) var encoded = ProtobufWriter()
+
+  mutating func id(name: String, module: String, file: String?, strings: inout StringTable) -> UInt64 {
+    let key = "\(name)\u{0}\(module)\u{0}\(file ?? "")"
+    if let known = ids[key] { return known }
+    let id = UInt64(ids.count + 1)
+    ids[key] = id
+    var function = ProtobufWriter()
+    function.varint(field: 1, id)
+    function.varint(field: 2, UInt64(strings.index(name)))
+    function.varint(field: 3, UInt64(strings.index(name)))
+    function.varint(field: 4, UInt64(strings.index(file ?? module)))
+    encoded.bytes(field: 5, function.data)
+    return id
   }
 }
 
