@@ -86,7 +86,8 @@ enum LeakAnalysis {
   ///   others were freed while the scan ran: they are not judged (treated as roots).
   static func scan(
     recording: AllocationRecording, symbolizer: Symbolizer?, suppressions: LeakSuppressions = .none,
-    options: HeapGraph.Options = HeapGraph.Options(), stillLive: (() -> Set<RecordedBlock>)? = nil
+    options: HeapGraph.Options = HeapGraph.Options(), stillLive: (() -> Set<RecordedBlock>)? = nil,
+    describesRetainers: Bool = true
   ) throws -> LeaksReport {
     let start = ContinuousClock.now
     var arrayStorage: [UInt: Int] = [:]
@@ -105,7 +106,7 @@ enum LeakAnalysis {
     }
     var report = classify(
       graph: graph, recording: recording, symbolizer: symbolizer, suppressions: suppressions,
-      notJudged: freedMeanwhile)
+      notJudged: freedMeanwhile, describesRetainers: describesRetainers)
     let elapsed = (ContinuousClock.now - start).components
     report.analysisMilliseconds = Double(elapsed.seconds) * 1000 + Double(elapsed.attoseconds) / 1e15
     return report
@@ -122,7 +123,7 @@ enum LeakAnalysis {
   ///   never reported.
   static func classify(
     graph: HeapGraph, recording: AllocationRecording, symbolizer: Symbolizer?, suppressions: LeakSuppressions,
-    notJudged: Set<UInt> = []
+    notJudged: Set<UInt> = [], describesRetainers: Bool = true
   ) -> LeaksReport {
     let suppressions = LeakSuppressions(
       patterns: suppressions.patterns + LeakSuppressions.systemLibraries.patterns)
@@ -396,9 +397,12 @@ enum LeakAnalysis {
     }
     cycles.sort { ($0.instances, $0.nodes.count) > ($1.instances, $1.nodes.count) }
 
-    let retainers = describeRetainers(
-      graph: graph, roots: rootNodes, keepsAlive: { edgeKind[$0].keepsAlive }, block: block,
-      category: { categories[Int(nodeCategory[$0])] }, namer: &namer, symbolizer: symbolizer)
+    let retainers =
+      !describesRetainers
+      ? nil
+      : describeRetainers(
+        graph: graph, roots: rootNodes, keepsAlive: { edgeKind[$0].keepsAlive }, block: block,
+        category: { categories[Int(nodeCategory[$0])] }, namer: &namer, symbolizer: symbolizer)
 
     return LeaksReport(
       leakedCount: leaked.count, leakedBytes: leakedBytes, rootLeaks: rootLeaks,

@@ -165,7 +165,9 @@ final class Recording {
           let live = allocationRecorder.checkpoint().map { Set($0.liveBlocks) } ?? []
           freedMeanwhile = checkpoint.liveBlocks.count { !live.contains($0) }
           return live
-        })
+        },
+        // A check keeps counts and cycles only; paths from the roots are the final report's.
+        describesRetainers: false)
       leakChecks.append(
         LeaksReport.Check(
           label: label, generation: marks.count, timeMilliseconds: (started - clockStart).milliseconds,
