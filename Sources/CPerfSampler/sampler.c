@@ -1461,7 +1461,9 @@ static bool arm_perf(ThreadEntry *entry, uint64_t cookie) {
     return true;
   }
   if (-fd == ESRCH) {
+    // Gone, but /proc can list it until its exit completes: not a new thread if seen there.
     entry->exited = true;
+    entry->lingering = true;
     return true;  // nothing to arm
   }
   if (!g_perfErrno) g_perfErrno = -fd;

@@ -31,7 +31,7 @@ struct ProfileBuilder {
   mutating func build(from result: SamplingResult) -> Profile {
     let intervalMilliseconds = 1000 / Double(result.configuration.rateHz)
     let sampledThreads = Set(result.samples.map(\.threadID))
-    let threads = result.threads.filter { sampledThreads.contains($0.threadID) }
+    let threads = SampledThread.mergingRepeatedIDs(result.threads).filter { sampledThreads.contains($0.threadID) }
       .sorted { ($0.isMain ? 0 : 1, $0.threadID) < ($1.isMain ? 0 : 1, $1.threadID) }
     let threadIndex = Dictionary(uniqueKeysWithValues: threads.enumerated().map { ($1.threadID, $0) })
 

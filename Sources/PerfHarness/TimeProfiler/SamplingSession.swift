@@ -66,6 +66,35 @@ struct SampledThread: Sendable {
   var unsignalledSyscall: Int32 = -1
 }
 
+extension SampledThread {
+  /// One entry per thread ID. The table can list a tid twice: a scan of /proc/self/task
+  /// can miss a live thread while threads come and go, and find it again later, and a tid
+  /// can be recycled. Samples carry only the tid, so the entries are one thread to them:
+  /// their CPU times add up and the later entry's name wins.
+  static func mergingRepeatedIDs(_ threads: [SampledThread]) -> [SampledThread] {
+    var merged: [SampledThread] = []
+    var position: [Int32: Int] = [:]
+    for thread in threads {
+      guard let index = position[thread.threadID] else {
+        position[thread.threadID] = merged.count
+        merged.append(thread)
+        continue
+      }
+      var first = merged[index]
+      if !thread.name.isEmpty { first.name = thread.name }
+      first.isMain = first.isMain || thread.isMain
+      first.source = thread.source ?? first.source
+      first.blocksSignal = first.blocksSignal || thread.blocksSignal
+      first.bornDuring = first.bornDuring && thread.bornDuring
+      if let more = thread.cpuNanoseconds { first.cpuNanoseconds = (first.cpuNanoseconds ?? 0) + more }
+      first.unsignalledNanoseconds += thread.unsignalledNanoseconds
+      if thread.unsignalledSyscall >= 0 { first.unsignalledSyscall = thread.unsignalledSyscall }
+      merged[index] = first
+    }
+    return merged
+  }
+}
+
 /// SIGPROF's disposition, as the program set it.
 enum SignalDisposition: String, Sendable {
   case `default`, handler, ignored
@@ -213,7 +242,7 @@ final class SamplingSession: Sendable {
     return SamplingResult(
       configuration: configuration,
       samples: samples,
-      threads: threads,
+      threads: SampledThread.mergingRepeatedIDs(threads),
       lostSamples: Int(stats.lostSamples),
       signalsReceived: Int(stats.signalsReceived),
       startNanoseconds: stats.startNs,
