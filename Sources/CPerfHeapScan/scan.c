@@ -461,7 +461,31 @@ typedef struct {
   const CPerfHeapScan_Snapshot *snapshot;  // optional
   uint64_t snapshotCursor;                 // range of the last lookup
   uint64_t staleWords;
+  const CPerfHeapScan_Layout *layouts;  // optional, sorted by metadata
+  uint64_t layoutCount;
+  const uint64_t *layoutBits;
+  uint64_t layoutWords;
 } Scanner;
+
+/// The layout of a Swift object's type, if the caller gave one.
+static inline const CPerfHeapScan_Layout *layout_of(const Scanner *sc, const CPerfHeapScan_Block *blk) {
+  if (!sc->layoutCount || !(blk->flags & CPerfHeapScan_BlockSwiftObject) || blk->size < 16) return NULL;
+  uint64_t metadata = *(const uint64_t *)blk->start;
+  uint64_t lo = 0, hi = sc->layoutCount;
+  while (lo < hi) {
+    uint64_t mid = (lo + hi) / 2;
+    if (sc->layouts[mid].metadata < metadata) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo < sc->layoutCount && sc->layouts[lo].metadata == metadata ? &sc->layouts[lo] : NULL;
+}
+
+/// Whether word `w` of an object with layout `layout` cannot hold a reference.
+static inline int layout_excludes(const Scanner *sc, const CPerfHeapScan_Layout *layout, uint64_t w) {
+  if (!layout || w >= layout->words) return 0;
+  uint64_t bit = (uint64_t)layout->firstBit + w;
+  return (int)((sc->layoutBits[bit >> 6] >> (bit & 63)) & 1);
+}
 
 /// Whether the word at `address` still holds `value`, the value it held when the
 /// snapshot was taken (and not a pointer into a block live then: see CPerfHeapScan.h).
@@ -524,13 +548,19 @@ static inline int inside_swift_object(const CPerfHeapScan_Block *target, uint64_
   return (target->flags & CPerfHeapScan_BlockSwiftObject) && v != target->start;
 }
 
-static void scan_words(Scanner *sc, const uint64_t *words, uint64_t n, uint8_t mark, int checkSnapshot) {
+/// `layout` (optional) is that of the object whose words start `first` words before `words`.
+static void scan_words(Scanner *sc, const uint64_t *words, uint64_t n, uint8_t mark, int checkSnapshot,
+                       const CPerfHeapScan_Layout *layout, uint64_t first) {
   const Index *ix = sc->ix;
   for (uint64_t i = 0; i < n; i++) {
     uint64_t v = words[i] & POINTER_MASK;
     if (v - ix->minStart >= ix->maxEnd - ix->minStart) continue;
     int64_t b = index_find(ix, v);
     if (b >= 0 && !(sc->marks[b] & CPerfHeapScan_MarkFreed)) {
+      if (layout_excludes(sc, layout, first + i)) {
+        sc->layoutWords++;
+        continue;
+      }
       if (mark == CPerfHeapScan_MarkHeldByHolder && inside_swift_object(&ix->blocks[b], v)) continue;
       if (checkSnapshot && stale_root_word(sc, (uint64_t)&words[i], words[i], b)) continue;
       if (sc->rootSources && !sc->rootSources[b]) sc->rootSources[b] = (uint64_t)&words[i];
@@ -577,13 +607,15 @@ static void scan_blocks(Scanner *sc) {
       // structure may keep a dangling pointer and later store a new block that got the
       // same address into it.
       if (swift && n >= 2) {
-        scan_words(sc, words, 1, CPerfHeapScan_MarkHeldByHolder, 1);
-        scan_words(sc, words + 2, n - 2, CPerfHeapScan_MarkHeldByHolder, 1);
+        const CPerfHeapScan_Layout *layout = layout_of(sc, blk);
+        scan_words(sc, words, 1, CPerfHeapScan_MarkHeldByHolder, 1, NULL, 0);
+        scan_words(sc, words + 2, n - 2, CPerfHeapScan_MarkHeldByHolder, 1, layout, 2);
       } else {
-        scan_words(sc, words, n, CPerfHeapScan_MarkHeldByHolder, 0);
+        scan_words(sc, words, n, CPerfHeapScan_MarkHeldByHolder, 0, NULL, 0);
       }
       continue;
     }
+    const CPerfHeapScan_Layout *layout = swift ? layout_of(sc, blk) : NULL;
     for (uint64_t w = 0; w < n; w++) {
       if (swift && w == 1) {
         uint64_t rc = words[1];
@@ -600,6 +632,10 @@ static void scan_blocks(Scanner *sc) {
       if (v - lo >= span) continue;
       int64_t b = index_find(ix, v);
       if (b < 0 || (sc->marks[b] & CPerfHeapScan_MarkFreed)) continue;
+      if (layout_excludes(sc, layout, w)) {
+        sc->layoutWords++;
+        continue;
+      }
       uint32_t flags = 0;
       if (v != blocks[b].start) {
         if ((uint64_t)b == i) continue;  // interior self-pointer (e.g. dictionary storage)
@@ -652,6 +688,11 @@ static int32_t scan_impl(const CPerfHeapScan_Block *blocks, uint64_t count, cons
 
   Index ix;
   Scanner sc = {.ix = &ix, .snapshot = options ? options->snapshot : NULL};
+  if (options && options->layouts && options->layoutBits) {
+    sc.layouts = options->layouts;
+    sc.layoutCount = options->layoutCount;
+    sc.layoutBits = options->layoutBits;
+  }
   sc.edges.elementSize = sizeof(CPerfHeapScan_Edge);
   Vec maps = {0}, segments = {.elementSize = sizeof(Range)}, tids = {0};
   int32_t status = 0;
@@ -804,7 +845,7 @@ static int32_t scan_impl(const CPerfHeapScan_Block *blocks, uint64_t count, cons
         if (skipStack) {
           if (state == 1) result->threadCount++;
         } else if (state == 1) {
-          scan_words(&sc, s->regs, NGREG, CPerfHeapScan_MarkStackRoot, 0);
+          scan_words(&sc, s->regs, NGREG, CPerfHeapScan_MarkStackRoot, 0, NULL, 0);
           // The 128 bytes below the stack pointer (the red zone) hold a leaf function's
           // locals, but only while that function runs: a thread blocked in a system call
           // (an idle Dispatch worker, any waiting thread) has there whatever the frames it
@@ -894,6 +935,7 @@ done:
   vec_free(&tids);
   index_free(&ix);
   result->staleWords = sc.staleWords;
+  result->layoutWords = sc.layoutWords;
   result->edges = sc.edges.data;
   result->edgeCount = sc.edges.count;
   result->edgeMappedBytes = sc.edges.data ? round_page(sc.edges.capacity * sizeof(CPerfHeapScan_Edge)) : 0;

@@ -127,6 +127,18 @@ int32_t CPerfHeapScan_takeSnapshot(uint64_t (*liveBlocks)(uint64_t *pairs, uint6
 
 void CPerfHeapScan_freeSnapshot(CPerfHeapScan_Snapshot *snapshot);
 
+/// The words of a Swift object that cannot hold a reference, by its metadata (word 0):
+/// padding between stored properties and after a short one (a multi-payload enum's tag
+/// byte and the seven bytes after it), number-typed properties. Bit w, counted from
+/// `firstBit` in CPerfHeapScan_Options.layoutBits, set: word w is not followed (no edge,
+/// and a holder's word is no root). Words from `words` on (tail-allocated elements) are
+/// followed.
+typedef struct CPerfHeapScan_Layout {
+  uint64_t metadata;
+  uint32_t firstBit;
+  uint32_t words;
+} CPerfHeapScan_Layout;
+
 typedef struct CPerfHeapScan_Options {
   int32_t scanGlobals;     // scan writable PT_LOAD segments
   int32_t scanThreads;     // scan the calling thread and park+scan the others
@@ -154,6 +166,10 @@ typedef struct CPerfHeapScan_Options {
   /// belong to another block, whose words are not the listed block's: it is marked
   /// CPerfHeapScan_MarkFreed and left out.
   uint64_t (*freedSinceListing)(const uint64_t **addresses, uint64_t *frees);
+  /// Optional: layouts sorted by metadata, and their bits (see CPerfHeapScan_Layout).
+  const CPerfHeapScan_Layout *layouts;
+  uint64_t layoutCount;
+  const uint64_t *layoutBits;
 } CPerfHeapScan_Options;
 
 typedef struct CPerfHeapScan_Result {
@@ -177,6 +193,7 @@ typedef struct CPerfHeapScan_Result {
   uint64_t staleWords;        // root words not followed because of options->snapshot
   uint64_t freedBlocks;       // blocks marked CPerfHeapScan_MarkFreed
   uint64_t freesNotLogged;    // frees options->freedSinceListing counted but could not give
+  uint64_t layoutWords;       // words naming a block, not followed because of options->layouts
   int32_t error;              // 0, else errno of `call`
   const char *call;
 } CPerfHeapScan_Result;

@@ -58,6 +58,9 @@ struct AllocationCategory: Hashable, Sendable {
   var isApp = false
 
   static let overflow = AllocationCategory(name: "Malloc (uncategorized)", kind: .malloc)
+  /// A generic box (heap metadata kind 0x500): a value too big for an existential's
+  /// inline buffer, or a captured `var` whose type is generic.
+  static let genericBoxName = "Swift box"
   /// Every closure context's name starts so; what it captures follows in parentheses.
   static let closureContextName = "closure context"
 
@@ -96,6 +99,19 @@ struct SwiftMetadataNamer {
     let result = resolve(metadata)
     cache[metadata] = result
     return result
+  }
+
+  /// The struct a generic box (heap metadata kind 0x500) holds: its `BoxedType` (at +16),
+  /// when it is readable struct metadata whose descriptor is static data of an image and
+  /// says it is a struct; nil otherwise.
+  func boxedStruct(ofBoxMetadata metadata: UInt) -> UInt? {
+    guard isReadable(metadata, 24), load(metadata) == 0x500 else { return nil }
+    let boxed = load(metadata + 16)
+    guard isReadable(boxed, 16), load(boxed) == 0x200 else { return nil }
+    let description = load(boxed + 8)
+    guard isReadable(description, 4, alignment: 4), Self.contains(images, description) else { return nil }
+    let flags = UnsafeRawPointer(bitPattern: description)!.load(as: UInt32.self)
+    return flags & 0x1F == 17 ? boxed : nil  // ContextDescriptorKind.struct
   }
 
   private func isReadable(_ address: UInt, _ length: UInt, alignment: UInt = 8) -> Bool {
@@ -145,7 +161,7 @@ struct SwiftMetadataNamer {
     case 0x400:
       return AllocationCategory(name: closureContextName(metadata), kind: .closureContext)
     case 0x500:
-      return AllocationCategory(name: "Swift box", kind: .swiftBox)
+      return AllocationCategory(name: AllocationCategory.genericBoxName, kind: .swiftBox)
     case 0x501:
       return AllocationCategory(name: "Swift error box", kind: .swiftBox)
     case 0x502:

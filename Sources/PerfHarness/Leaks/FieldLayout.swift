@@ -93,6 +93,19 @@ struct FieldLayoutReader {
     }
   }
 
+  /// The length of a mangled type name: symbolic references (0x01-0x17 and 4 bytes,
+  /// 0x18-0x1F and 8) may hold zero bytes, so it is not its C string length.
+  static func mangledNameLength(_ address: UInt) -> Int? {
+    let bytes = UnsafePointer<UInt8>(bitPattern: address)!
+    var index = 0
+    while index < 4096 {
+      let byte = bytes[index]
+      if byte == 0 { return index }
+      index += byte <= 0x17 ? 5 : byte <= 0x1F ? 9 : 1
+    }
+    return nil
+  }
+
   /// The last two characters of a mangled type name, skipping symbolic references
   /// (0x01-0x17 take 4 more bytes, 0x18-0x1F take 8).
   private static func ownershipSuffix(mangledTypeName address: UInt) -> FieldOwnership {

@@ -44,6 +44,9 @@ struct HeapGraph {
   var blockedThreads = 0
   /// Root words not followed because they still held their value from the snapshot.
   var staleWords = 0
+  /// Words that named a block but cannot hold a reference by their object's type's layout
+  /// (padding, an enum's tag, a number), not followed.
+  var layoutWords = 0
   /// Blocks freed between the listing and the scan, left out (`Options.leavesOutFreedBlocks`).
   var freedBlocks = 0
   /// Frees the log could not hold: blocks they freed may have been scanned (0 normally).
@@ -137,7 +140,7 @@ struct HeapGraph {
   ///     unknown): only their live elements are scanned.
   static func scan(
     blocks: [RecordedBlock], holders: [RecordedBlock] = [], arrayStorage: [UInt: Int] = [:],
-    options: Options = Options()
+    layouts: ReferenceLayouts = ReferenceLayouts(), options: Options = Options()
   ) throws -> HeapGraph {
     let started = DispatchFreeClock.now()
     // Everything that handles block addresses runs in callees whose frames the C scan
@@ -152,13 +155,20 @@ struct HeapGraph {
       scanGlobals: options.scanGlobals ? 1 : 0, scanThreads: options.scanThreads ? 1 : 0,
       signalNumber: options.signalNumber, parkTimeoutMs: options.parkTimeoutMilliseconds,
       recordRootSources: options.recordRootSources ? 1 : 0, skipCallerStack: options.scanCallerStack ? 0 : 1,
-      snapshot: nil, freedSinceListing: options.leavesOutFreedBlocks ? CPerfAlloc_watchedFrees : nil)
+      snapshot: nil, freedSinceListing: options.leavesOutFreedBlocks ? CPerfAlloc_watchedFrees : nil,
+      layouts: nil, layoutCount: UInt64(layouts.entries.count), layoutBits: nil)
     var result = CPerfHeapScan_Result()
     let status = withExtendedLifetime(options.snapshot) {
       withUnsafePointer(to: options.snapshot?.raw ?? CPerfHeapScan_Snapshot()) { snapshot in
         cOptions.snapshot = options.snapshot == nil ? nil : snapshot
-        return cBlocks.withUnsafeBufferPointer { buffer in
-          CPerfHeapScan_scan(buffer.baseAddress, UInt64(buffer.count), &cOptions, &result)
+        return layouts.entries.withUnsafeBufferPointer { entries in
+          layouts.bits.withUnsafeBufferPointer { bits in
+            cOptions.layouts = entries.baseAddress
+            cOptions.layoutBits = bits.baseAddress
+            return cBlocks.withUnsafeBufferPointer { buffer in
+              CPerfHeapScan_scan(buffer.baseAddress, UInt64(buffer.count), &cOptions, &result)
+            }
+          }
         }
       }
     }
@@ -195,6 +205,7 @@ struct HeapGraph {
       marks: marks.count == nodeCount ? marks : [UInt8](repeating: 0, count: nodeCount), rootSources: rootSources,
       threadsScanned: Int(result.threadCount), unscannedThreads: Int(result.unscannedThreads),
       blockedThreads: Int(result.blockedThreads), staleWords: Int(result.staleWords),
+      layoutWords: Int(result.layoutWords),
       freedBlocks: Int(result.freedBlocks), freesNotLogged: Int(result.freesNotLogged),
       rootBytes: Int(result.rootBytes),
       scannedBytes: Int(result.scannedBytes),

@@ -98,6 +98,7 @@ enum LeakAnalysis {
     }
     let graph = try HeapGraph.scan(
       blocks: recording.liveBlocks, holders: recording.preexistingBlocks, arrayStorage: arrayStorage,
+      layouts: ReferenceLayouts.read(categories: recording.categories),
       options: options)
     var freedMeanwhile: Set<UInt> = []
     if let stillLive {
@@ -412,7 +413,8 @@ enum LeakAnalysis {
       threadsScanned: graph.threadsScanned,
       scanMilliseconds: Double(graph.scanNanoseconds) / 1e6, blocksScanned: nodeCount,
       holderCount: nodeCount - graph.recordedCount, scannerBytes: graph.scannerBytes,
-      staleRootWords: graph.staleWords, blocksFreedBeforeScan: graph.freedBlocks, freesNotLogged: graph.freesNotLogged,
+      staleRootWords: graph.staleWords, nonReferenceWords: graph.layoutWords, blocksFreedBeforeScan: graph.freedBlocks,
+      freesNotLogged: graph.freesNotLogged,
       edgeCount: graph.edgeCount,
       suppressedCount: suppressedCount, suppressedBytes: suppressedBytes, retainers: retainers)
   }

@@ -37,6 +37,9 @@ public struct LeaksReport: Codable, Sendable, Equatable {
   /// when the recording started and named blocks allocated later (reused addresses, not
   /// references).
   public var staleRootWords: Int?
+  /// Words naming a block that the type of the Swift object holding them says cannot hold
+  /// a reference (padding, an enum's tag, a number-typed property), not followed.
+  public var nonReferenceWords: Int?
   /// Blocks freed between the listing and the scan (by the harness's own work after the
   /// stop, or the scenario's during a check), left out: their addresses may belong to other
   /// blocks by then.
