@@ -13,7 +13,8 @@ ARGS ?=
 .PHONY: setup system-packages build run test test-tsan bench leak-corpus lint clean
 
 ## setup: install the missing system packages and resolve Swift packages (idempotent).
-##   apt-get as root, sudo otherwise, and a clear message when neither works. The tests'
+##   apt-get as root, sudo otherwise (asking for the password on a terminal), and a clear
+##   message when neither works. The tests'
 ##   schema checks need Python's jsonschema: Debian's python3-jsonschema (pip refuses to
 ##   install into Debian's own Python, PEP 668), pip only for a python3 that is not Debian's.
 setup: system-packages
@@ -27,7 +28,7 @@ system-packages:
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" -eq 0 ]; then sudo=""; \
-	  elif command -v sudo >/dev/null && sudo -n true 2>/dev/null; then sudo=sudo; \
+	  elif command -v sudo >/dev/null && { sudo -n true 2>/dev/null || [ -t 0 ]; }; then sudo=sudo; \
 	  else echo "error: perfharness needs the Debian packages $$missing; run: sudo apt-get install -y $$missing" >&2; exit 1; fi; \
 	  echo "installing $$missing" >&2; \
 	  $$sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq && \

@@ -117,6 +117,15 @@ struct MarkdownSummaryTests {
     #expect(rows.filter { $0.hasPrefix("| ❌ |") }.count == report.checks.filter { !$0.passed }.count)
     #expect(rows.allSatisfy { $0.replacingOccurrences(of: "\\|", with: "").split(separator: "|").count == 5 })
     #expect(text.hasSuffix("All reports of this run: `\(directory.path)/index.html`\n"))
+    // The findings lead with the failed checks, by name, in the stored run's text as well.
+    let failedNames = report.checks.filter { !$0.passed }.map(\.name)
+    #expect(!failedNames.isEmpty)
+    let summary = try perfharness.run([
+      "report", directory.appendingPathComponent("closure-retain-cycles/starter/report.json").path,
+    ])
+    #expect(summary.status == 0, "\(summary.standardError)")
+    #expect(summary.standardOutput.contains("\(failedNames.count) of \(report.checks.count) checks failed"))
+    for name in failedNames { #expect(summary.standardOutput.contains(name), "\(name)") }
   }
 
   @Test("compare: the figures as a table, exit 0 for a report against itself")

@@ -38,7 +38,7 @@ struct LeaksScenarioTests {
     arguments: [(3, "allocations,leaks"), (5, "allocations,leaks"), (5, "time,allocations,leaks")])
   func starterHasOneCyclePerIteration(iterations: Int, instruments: String) throws {
     // Every instance, every run: the causes of the misses a conservative scan had here are
-    // fixed one by one (README, Leaks, with the runs that measured it).
+    // fixed one by one (docs/heap-scan.md, with the runs that measured it).
     let (report, directory) = try leaks(
       "closure-retain-cycles", variant: "starter", iterations: iterations, instruments: instruments)
     defer { try? FileManager.default.removeItem(at: directory) }

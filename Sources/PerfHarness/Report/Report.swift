@@ -1,5 +1,6 @@
 /// One scenario run as the JSON report (schemaVersion 1) stores it. The keys are the
-/// contract CI consumers read: see the README's "JSON report" section.
+/// contract CI consumers read: see docs/design.md, "JSON keys", and the schema in
+/// Sources/PerfReports/Schema/report-v1.schema.json.
 public struct Report: Codable, Sendable {
   public var schemaVersion: Int
   public var tool: Tool
