@@ -73,6 +73,8 @@ func shapeCase(_ name: String, _ make: @escaping @Sendable (Int) -> Void) -> Sce
 
 let shapes = [
   shapeCase("shape-closure-capturing-self-and-value", LeakShapes.closureCapturingSelfAndValue),
+  shapeCase("shape-closure-capturing-only-self", LeakShapes.closureCapturingOnlySelf),
+  shapeCase("shape-closure-ring", LeakShapes.closureRing),
   shapeCase("shape-linked-nodes", LeakShapes.linkedNodes),
   shapeCase("shape-three-object-ring", LeakShapes.threeObjectRing),
   shapeCase("shape-strong-delegate", LeakShapes.strongDelegate),

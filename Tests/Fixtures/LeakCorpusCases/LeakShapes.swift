@@ -12,6 +12,27 @@ public final class ShapeClosureOwner {
   public init() {}
 }
 
+// A stored closure capturing only self: the closure's context is the object itself.
+public final class ShapeSelfClosure {
+  public var fired = 0
+  public var onFire: (() -> Void)?
+  public init() {}
+}
+
+// Three objects around a ring of stored closures, each capturing the next and a value.
+public final class ShapeStageA {
+  public var next: (() -> Int)?
+  public init() {}
+}
+public final class ShapeStageB {
+  public var next: (() -> Int)?
+  public init() {}
+}
+public final class ShapeStageC {
+  public var next: (() -> Int)?
+  public init() {}
+}
+
 // A linked list closed on itself.
 public final class ShapeNode {
   public var next: ShapeNode?
@@ -67,6 +88,10 @@ public enum LeakShapes {
   public static let expectations: [Expectation] = [
     Expectation(
       scenario: "shape-closure-capturing-self-and-value", members: ["ShapeClosureOwner", "closure context"]),
+    Expectation(scenario: "shape-closure-capturing-only-self", members: ["ShapeSelfClosure"]),
+    Expectation(
+      scenario: "shape-closure-ring",
+      members: ["ShapeStageA", "ShapeStageB", "ShapeStageC", "closure context", "closure context", "closure context"]),
     Expectation(scenario: "shape-linked-nodes", members: ["ShapeNode", "ShapeNode"]),
     Expectation(scenario: "shape-three-object-ring", members: ["ShapeRingA", "ShapeRingB", "ShapeRingC"]),
     Expectation(scenario: "shape-strong-delegate", members: ["ShapeRequest", "ShapeScreen"]),
@@ -90,6 +115,20 @@ public enum LeakShapes {
   @inline(never) public static func closureCapturingSelfAndValue(_ step: Int) {
     let owner = LeakCorpus.make(ShapeClosureOwner.init)
     owner.action = { owner.total += step }
+  }
+
+  @inline(never) public static func closureCapturingOnlySelf(_ step: Int) {
+    let owner = LeakCorpus.make(ShapeSelfClosure.init)
+    owner.onFire = { owner.fired += 1 }
+  }
+
+  @inline(never) public static func closureRing(_ step: Int) {
+    let a = LeakCorpus.make(ShapeStageA.init)
+    let b = LeakCorpus.make(ShapeStageB.init)
+    let c = LeakCorpus.make(ShapeStageC.init)
+    a.next = { (b.next?() ?? 0) + step }
+    b.next = { (c.next?() ?? 0) + step }
+    c.next = { (a.next == nil ? 0 : 1) + step }
   }
 
   @inline(never) public static func linkedNodes(_ step: Int) {
