@@ -91,10 +91,17 @@ struct BaselineSource {
 
   /// A baseline from a run that crashed or did not pass its own run measured less than a
   /// whole run: every figure it lacks would read "not measured in the baseline" and pass.
+  /// So is one whose recorder counted losses: its figures lack what was lost.
   static func refuseIncomplete(_ report: Report, file: String, flag: String) throws {
-    guard report.status == .crashed || report.status == .interrupted else { return }
+    if report.status == .crashed || report.status == .interrupted {
+      throw ValidationError(
+        "\(flag) \(file) is the report of a run that \(report.status == .crashed ? "crashed" : "was interrupted") (\(report.error ?? "no reason given")): its figures are partial; accepted: the report of a run that completed"
+      )
+    }
+    let losses = ThresholdCheck.losses(in: report).filter { !$0.passed }
+    guard !losses.isEmpty else { return }
     throw ValidationError(
-      "\(flag) \(file) is the report of a run that \(report.status == .crashed ? "crashed" : "was interrupted") (\(report.error ?? "no reason given")): its figures are partial; accepted: the report of a run that completed"
+      "\(flag) \(file) is the report of a run that lost data (\(losses.map { "\($0.name): \($0.detail ?? "")" }.joined(separator: "; "))): its figures are partial; accepted: the report of a run whose recording lost nothing"
     )
   }
 }

@@ -137,7 +137,12 @@ struct ReportCommand: ParsableCommand {
     if matched.isEmpty {
       let known = (leaks.retainers ?? []).map(\.type)
       let suggestions = known.filter { $0.localizedCaseInsensitiveContains(type) }.prefix(5)
-      return "Retainers: no instance of \(type) allocated while recording is alive at its end"
+      // The report keeps the paths of a limited number of types: past it, absence says nothing.
+      let atLimit = known.count >= LeaksReport.retainerTypeLimit
+      return
+        (atLimit
+        ? "Retainers: \(type) is not among the \(known.count) types whose paths the report kept (the program's own first)"
+        : "Retainers: no instance of \(type) allocated while recording is alive at its end")
         + (suggestions.isEmpty ? "" : "; types that are: \(suggestions.joined(separator: ", "))") + "\n"
     }
     return "Retainers (shortest paths from a root):\n"

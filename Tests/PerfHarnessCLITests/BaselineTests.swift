@@ -122,4 +122,30 @@ struct BaselineTests {
     #expect(scenario.status == 64)
     #expect(scenario.standardError.contains("a run that crashed"), "\(scenario.standardError)")
   }
+
+  /// A baseline whose recorder lost blocks reads low on every figure it lacks.
+  @Test("the report of a run that lost data is refused as a baseline (exit 64, naming the loss)")
+  func partialBaseline() throws {
+    let directory = try temporaryDirectory()
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let run = try perfharness.run([
+      "scenario", "search-drill-downs", "--variant", "fixed", "--iterations", "2", "--instruments", "allocations",
+      "--output", directory.path,
+    ])
+    #expect(run.status == 0, "\(run.standardError)")
+    let file = directory.appendingPathComponent("search-drill-downs/fixed/report.json")
+    var json = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: file)) as? [String: Any])
+    var allocations = try #require(json["allocations"] as? [String: Any])
+    var lost = try #require(allocations["lost"] as? [String: Any])
+    lost["blocks"] = 5
+    allocations["lost"] = lost
+    json["allocations"] = allocations
+    let partial = directory.appendingPathComponent("partial.json")
+    try JSONSerialization.data(withJSONObject: json).write(to: partial)
+    let compare = try perfharness.run(["compare", partial.path, file.path])
+    #expect(compare.status == 64)
+    #expect(
+      compare.standardError.contains("lost data (lost-allocation-records: 5 blocks not tracked"),
+      "\(compare.standardError)")
+  }
 }

@@ -6,7 +6,7 @@ import Testing
 struct BaselineComparisonTests {
   private func report(
     persistentBytes: Int = 100_000, persistentCount: Int = 300, peak: Int = 1_000_000, types: [String: Int] = [:],
-    leakedBytes: Int? = nil,
+    leakedBytes: Int? = nil, leakedCount: Int? = nil, cycleInstances: Int = 0,
     wallTime: Double = 100, allocations: Bool = true
   ) -> Report {
     var report = Report.crashed(
@@ -39,8 +39,16 @@ struct BaselineComparisonTests {
     }
     if let leakedBytes {
       report.leaks = LeaksReport(
-        leakedCount: leakedBytes == 0 ? 0 : 1, leakedBytes: leakedBytes, rootLeaks: [], indirectLeakCount: 0,
-        indirectLeakBytes: 0, indirectLeaks: [], cycles: [], unscannedThreads: 0, threadsScanned: 1,
+        leakedCount: leakedCount ?? (leakedBytes == 0 ? 0 : 1), leakedBytes: leakedBytes, rootLeaks: [],
+        indirectLeakCount: 0, indirectLeakBytes: 0, indirectLeaks: [],
+        cycles: cycleInstances == 0
+          ? []
+          : [
+            .init(
+              nodes: [.init(type: "App.Screen", bytes: 48, allocationStack: [])], edges: [], instances: cycleInstances,
+              neighbors: [], neighborEdges: [])
+          ],
+        unscannedThreads: 0, threadsScanned: 1,
         scanMilliseconds: 1, blocksScanned: 10, edgeCount: 5, suppressedCount: 0, suppressedBytes: 0)
     }
     return report
@@ -131,6 +139,26 @@ struct BaselineComparisonTests {
       report(types: ["App.Screen": 9], leakedBytes: 900), with: report(types: ["App.Screen": 10], leakedBytes: 1000),
       baselinePath: "base.json")
     #expect(fewer.passed)
+  }
+
+  @Test("one more retain cycle or leaked block than the baseline fails, within any tolerance")
+  func oneMoreCycle() throws {
+    let tolerances = ComparisonTolerances(percent: 50, minimumBytes: 1 << 20)
+    let cycles = BaselineComparison.compare(
+      report(leakedBytes: 960, leakedCount: 20, cycleInstances: 11),
+      with: report(leakedBytes: 960, leakedCount: 20, cycleInstances: 10), baselinePath: "base.json",
+      tolerances: tolerances)
+    let row = try row(cycles, "retain cycles")
+    #expect(!row.passed && row.limitPercent == 0, "10 -> 11 cycles is +10 %, and still a regression")
+    #expect(!cycles.passed)
+    let blocks = BaselineComparison.compare(
+      report(leakedBytes: 960, leakedCount: 21), with: report(leakedBytes: 960, leakedCount: 20),
+      baselinePath: "base.json", tolerances: tolerances)
+    #expect(try !self.row(blocks, "leaked blocks").passed)
+    let same = BaselineComparison.compare(
+      report(leakedBytes: 960, leakedCount: 20, cycleInstances: 10),
+      with: report(leakedBytes: 960, leakedCount: 20, cycleInstances: 10), baselinePath: "base.json")
+    #expect(same.passed, "\(same.rows.filter { !$0.passed })")
   }
 
   @Test("a baseline with other iterations or instruments is named, and fails unless allowed")

@@ -117,7 +117,7 @@ struct ThresholdsTests {
     #expect(!closures.passed)
     #expect(
       closures.detail
-        == "5 persistent, 6 transient; closure context (captures: App.Screen) 3, closure context (captures: Swift.Int) 2"
+        == "5 persistent, 6 transient; closure context (captures: App.Screen) 3, closure context (captures: Swift.Int) 2; record with the leaks instrument to see what keeps them alive"
     )
     #expect(checks.first { $0.name == "max-persistent App.Screen" }?.actual == 1)
     // A module name is not a family of its types: it matches nothing, which fails.
@@ -151,6 +151,90 @@ struct ThresholdsTests {
     report.allocations?.lost.freedCategories = 0
     let clean = ThresholdCheck.evaluate(Thresholds(), on: report)
     #expect(clean.map(\.name) == ["lost-allocation-records"] && clean.allSatisfy { $0.passed })
+  }
+
+  /// A leak report as the instrument writes it, with what the scan could not judge.
+  static func leaks(unscannedThreads: Int = 0, notAvoided: Int = 0, cycles: String = "[]") throws -> LeaksReport {
+    let json = """
+      {"leakedCount":4,"leakedBytes":128,"rootLeaks":[],"indirectLeakCount":0,"indirectLeakBytes":0,
+      "indirectLeaks":[],"cycles":\(cycles),"unscannedThreads":\(unscannedThreads),"threadsScanned":3,
+      "scanMilliseconds":1,"analysisMilliseconds":1,"blocksScanned":10,"edgeCount":4,"suppressedCount":0,"suppressedBytes":0,
+      "danglingAddresses":{"reserved":10,"blocksHeldAside":0,"bytesHeldAside":0,"notAvoided":\(notAvoided)}}
+      """
+    return try JSONDecoder().decode(LeaksReport.self, from: Data(json.utf8))
+  }
+
+  @Test("a leak scan that could not read a thread or keep an address off new blocks fails the gate")
+  func incompleteLeakScanFails() throws {
+    var report = Report.crashed(
+      scenario: "sample", variant: "starter", iterations: 1, instruments: [.leaks], error: "",
+      wallTimeMilliseconds: 1, crash: CrashInfo(signal: nil, timedOut: false, stack: [], standardErrorTail: []))
+    report.leaks = try Self.leaks()
+    let clean = try #require(
+      ThresholdCheck.evaluate(Thresholds(), on: report).first { $0.name == "leak-scan-incomplete" })
+    #expect(clean.passed && clean.actual == 0)
+    report.leaks = try Self.leaks(unscannedThreads: 1, notAvoided: 2)
+    let failed = try #require(
+      ThresholdCheck.evaluate(Thresholds(), on: report).first { $0.name == "leak-scan-incomplete" })
+    #expect(!failed.passed && failed.actual == 3)
+    #expect(failed.detail?.contains("1 threads could not be read") == true, "\(failed.detail ?? "")")
+    #expect(failed.detail?.contains("2 new blocks got an address a dangling pointer names") == true)
+    // And the text says so where people read.
+    #expect(report.leaks!.textSummary().contains("warning: 1 threads did not stop"))
+    #expect(
+      report.leaks!.textSummary().contains("warning: 2 new blocks got an address an older dangling pointer names"))
+  }
+
+  /// A failing cycle gate names every member of each cycle where the program made it.
+  @Test("max-cycles names the members and their allocation sites")
+  func cycleSites() throws {
+    let frame = """
+      {"symbol":"MyApp.Screen.init()","module":"MyApp","file":"/src/Screen.swift","line":12,"isApp":true}
+      """
+    let cycles = """
+      [{"nodes":[{"type":"MyApp.Screen","bytes":48,"allocationStack":[\(frame)]},
+      {"type":"closure context (captures: MyApp.Screen)","bytes":32,"allocationStack":[]}],
+      "edges":[],"neighbors":[],"neighborEdges":[],"instances":3}]
+      """
+    var report = Report.crashed(
+      scenario: "sample", variant: "starter", iterations: 1, instruments: [.leaks], error: "",
+      wallTimeMilliseconds: 1, crash: CrashInfo(signal: nil, timedOut: false, stack: [], standardErrorTail: []))
+    report.leaks = try Self.leaks(cycles: cycles)
+    let thresholds = try Thresholds.parse("max-cycles: 0\nmax-leaked-bytes: 0", path: "t.yaml")
+    let checks = ThresholdCheck.evaluate(thresholds, on: report)
+    let cycle = try #require(checks.first { $0.name == "max-cycles" })
+    #expect(!cycle.passed && cycle.actual == 3)
+    #expect(
+      cycle.detail
+        == "MyApp.Screen (allocated at MyApp.Screen.init() (Screen.swift:12)) -> closure context (captures: MyApp.Screen) x3",
+      "\(cycle.detail ?? "")")
+    let bytes = try #require(checks.first { $0.name == "max-leaked-bytes" })
+    #expect(bytes.detail?.contains("3 MyApp.Screen allocated at MyApp.Screen.init() (Screen.swift:12)") == true)
+  }
+
+  @Test("lost samples above 1 % fail the gate, and the text says LOST")
+  func lostSamplesFail() throws {
+    func profile(lost: Int) throws -> TimeProfileReport {
+      let json = """
+        {"clock":"cpu","sampleRateHz":1000,"sampleCount":800,"lostSamples":\(lost),"signalsReceived":800,
+        "totalWeightMilliseconds":800,"durationMilliseconds":1000,"handlerMedianMicroseconds":1,
+        "handlerP90Microseconds":2,"medianStackDepth":10,"symbolizationMilliseconds":1,"uniqueAddresses":1,
+        "threads":[],"topFunctions":[],
+        "profile":{"frames":[],"threads":[],"samples":[],"sampleIntervalMilliseconds":1}}
+        """
+      return try JSONDecoder().decode(TimeProfileReport.self, from: Data(json.utf8))
+    }
+    var report = Report.crashed(
+      scenario: "sample", variant: "starter", iterations: 1, instruments: [.time], error: "",
+      wallTimeMilliseconds: 1, crash: CrashInfo(signal: nil, timedOut: false, stack: [], standardErrorTail: []))
+    report.timeProfile = try profile(lost: 8)  // 8 of 808: under 1 %
+    #expect(
+      ThresholdCheck.evaluate(Thresholds(), on: report).first { $0.name == "lost-samples-percent" }?.passed == true)
+    report.timeProfile = try profile(lost: 200)  // 200 of 1000
+    let failed = try #require(
+      ThresholdCheck.evaluate(Thresholds(), on: report).first { $0.name == "lost-samples-percent" })
+    #expect(!failed.passed && failed.actual == 20)
+    #expect(failed.detail == "200 of 1000 samples lost")
   }
 
   @Test("min-coverage: a percentage, checked against the Time Profiler's coverage, unmeasured fails")

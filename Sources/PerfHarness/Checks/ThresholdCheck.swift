@@ -63,7 +63,10 @@ public enum ThresholdCheck {
           name: "max-persistent \(type)", limit: Double(limit), actual: Double(actual), passed: actual <= limit,
           detail: "\(actual) persistent, \(transient) transient"
             + (persisting.isEmpty ? "" : "; " + persisting.joined(separator: ", "))
-            + (actual > limit ? why ?? "" : "")))
+            + (actual > limit
+              ? why
+                ?? (report.leaks == nil ? "; record with the leaks instrument to see what keeps them alive" : "")
+              : "")))
     }
 
     if let limit = thresholds.maxPeakHeap {
@@ -78,20 +81,26 @@ public enum ThresholdCheck {
     }
     if let limit = thresholds.maxLeakedBytes {
       if let leaks = report.leaks {
-        let heaviest =
+        // Where each leaked type was made, heaviest first: the program's own frame.
+        let leaked =
           (leaks.rootLeaks
-          + leaks.cycles.flatMap {
-            $0.nodes.map { node in
-              LeaksReport.RootLeak(type: node.type, bytes: node.bytes, count: 1, allocationStack: node.allocationStack)
+          + leaks.cycles.flatMap { cycle in
+            cycle.nodes.map { node in
+              LeaksReport.RootLeak(
+                type: node.type, bytes: node.bytes * cycle.instances, count: cycle.instances,
+                allocationStack: node.allocationStack)
             }
           })
-          .max { $0.bytes < $1.bytes }
-        let site = heaviest?.allocationStack.programSite.map { " allocated at \($0)" } ?? ""
+          .sorted { $0.bytes > $1.bytes }
+        let sites = leaked.prefix(5).map { leak in
+          "\(leak.count) \(leak.type)" + (leak.allocationStack.programSite.map { " allocated at \($0)" } ?? "")
+        }
         results.append(
           CheckResult(
             name: "max-leaked-bytes", limit: Double(limit.bytes), actual: Double(leaks.leakedBytes),
             passed: leaks.leakedBytes <= limit.bytes,
-            detail: "\(leaks.leakedCount) leaked blocks" + (heaviest.map { "; e.g. \($0.type)\(site)" } ?? "")))
+            detail: "\(leaks.leakedCount) leaked blocks" + (sites.isEmpty ? "" : "; " + sites.joined(separator: "; "))
+              + (leaked.count > 5 ? "; \(leaked.count - 5) more" : "")))
       } else {
         results.append(unmeasured("max-leaked-bytes", limit: Double(limit.bytes), needs: "the leaks instrument"))
       }
@@ -99,13 +108,19 @@ public enum ThresholdCheck {
     if let limit = thresholds.maxCycles {
       if let leaks = report.leaks {
         let count = leaks.cycles.reduce(0) { $0 + $1.instances }
-        let first = leaks.cycles.first.map { cycle in
-          cycle.nodes.map(\.type).joined(separator: " -> ") + " (x\(cycle.instances))"
+        // Each cycle by its members, each member where the program made it.
+        let described = leaks.cycles.prefix(3).map { cycle in
+          cycle.nodes.map { node in
+            node.type + (node.allocationStack.programSite.map { " (allocated at \($0))" } ?? "")
+          }.joined(separator: " -> ") + " x\(cycle.instances)"
         }
         results.append(
           CheckResult(
             name: "max-cycles", limit: Double(limit), actual: Double(count), passed: count <= limit,
-            detail: first.map { "e.g. \($0)" }))
+            detail: described.isEmpty
+              ? nil
+              : described.joined(separator: "; ")
+                + (leaks.cycles.count > 3 ? "; \(leaks.cycles.count - 3) more cycles" : "")))
       } else {
         results.append(unmeasured("max-cycles", limit: Double(limit), needs: "the leaks instrument"))
       }
@@ -132,7 +147,7 @@ public enum ThresholdCheck {
 
   /// What the recorder counted as lost fails the gate: figures missing data can pass any
   /// limit (a heap whose frees lost their types read 0 persistent with 781 MB live).
-  static func losses(in report: Report) -> [CheckResult] {
+  public static func losses(in report: Report) -> [CheckResult] {
     var results: [CheckResult] = []
     if let allocations = report.allocations {
       let lost = allocations.lost.blocks + allocations.lost.freedCategories + (report.leaks?.freesNotLogged ?? 0)
@@ -145,6 +160,20 @@ public enum ThresholdCheck {
               + ((report.leaks?.freesNotLogged ?? 0) > 0
                 ? ", \(report.leaks?.freesNotLogged ?? 0) frees during the leak scan not logged" : "")
               + ": the allocation figures are incomplete"))
+    }
+    if let leaks = report.leaks {
+      // What the scan could not judge: a thread it could not read may hold the only
+      // reference to a block (a false leak), and an address a dangling pointer named that a
+      // new block got anyway may keep a leak looking reachable (a missed one).
+      let notAvoided = leaks.danglingAddresses?.notAvoided ?? 0
+      let unjudged = leaks.unscannedThreads + notAvoided
+      var reasons: [String] = []
+      if leaks.unscannedThreads > 0 { reasons.append("\(leaks.unscannedThreads) threads could not be read") }
+      if notAvoided > 0 { reasons.append("\(notAvoided) new blocks got an address a dangling pointer names") }
+      results.append(
+        CheckResult(
+          name: "leak-scan-incomplete", limit: 0, actual: Double(unjudged), passed: unjudged == 0,
+          detail: reasons.isEmpty ? nil : reasons.joined(separator: ", ") + ": the leak verdict may be wrong"))
     }
     if let profile = report.timeProfile {
       let recorded = profile.sampleCount + profile.lostSamples

@@ -419,8 +419,6 @@ enum LeakAnalysis {
       suppressedCount: suppressedCount, suppressedBytes: suppressedBytes, retainers: retainers)
   }
 
-  /// Types whose retainers a report keeps, the program's own first.
-  static let retainerTypeLimit = 50
   /// Instances of a type whose paths are read.
   static let retainerInstanceLimit = 200
   /// Distinct paths kept per type.
@@ -445,7 +443,7 @@ enum LeakAnalysis {
       (isApp[$0] == true ? 0 : 1, -nodesByType[$0]!.count, $0) < (
         isApp[$1] == true ? 0 : 1, -nodesByType[$1]!.count, $1
       )
-    }.prefix(retainerTypeLimit)
+    }.prefix(LeaksReport.retainerTypeLimit)
 
     // Which node holds an address (holders are nodes too), by binary search in address order.
     func holderNode(containing address: UInt) -> Int? {

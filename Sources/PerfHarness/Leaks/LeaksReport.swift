@@ -154,6 +154,9 @@ public struct LeaksReport: Codable, Sendable, Equatable {
     }
   }
 
+  /// How many types a report keeps retainer paths for, the program's own first.
+  public static let retainerTypeLimit = 50
+
   /// Root leaks and cycles whose types contain `text` (case-insensitive).
   public func cycles(containing type: String) -> [Cycle] {
     let needle = type.lowercased()
@@ -192,6 +195,10 @@ public struct LeaksReport: Codable, Sendable, Equatable {
     }
     if unscannedThreads > 0 {
       lines.append("  warning: \(unscannedThreads) threads did not stop; results may miss or invent leaks")
+    }
+    if let notAvoided = danglingAddresses?.notAvoided, notAvoided > 0 {
+      lines.append(
+        "  warning: \(notAvoided) new blocks got an address an older dangling pointer names; results may miss leaks")
     }
     if let freesNotLogged, freesNotLogged > 0 {
       lines.append(
