@@ -101,6 +101,23 @@ struct CrashTests {
     }
   }
 
+  /// stdout shares the pipe stderr uses, so what the scenario printed before it crashed
+  /// reaches the harness's stderr ahead of the crash report, never dropped.
+  @Test("what the scenario printed on stdout before a crash is passed on, before the backtrace")
+  func stdoutBeforeACrash() throws {
+    let directory = try temporaryDirectory()
+    defer { try? FileManager.default.removeItem(at: directory) }
+    for _ in 0..<4 {
+      let result = try fixtures.run([
+        "scenario", "prints-then-aborts", "--instruments", "none", "--output", directory.path,
+      ])
+      #expect(result.status == 3)
+      let printed = try #require(result.standardError.range(of: "stdout before the crash"), "\(result.standardError)")
+      let crashed = try #require(result.standardError.range(of: "Program crashed"), "\(result.standardError)")
+      #expect(printed.upperBound < crashed.lowerBound)
+    }
+  }
+
   @Test("after a crash the remaining scenarios still run")
   func continues() throws {
     let directory = try temporaryDirectory()

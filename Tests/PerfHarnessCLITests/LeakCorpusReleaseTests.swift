@@ -194,7 +194,11 @@ struct LeakCorpusReleaseTests {
     }
     let checked = try run(["--leak-check-at-marks"])
     let checks = try #require(checked.leaks?.checks)
-    #expect(checks.map(\.label) == ["before", "cycle 1", "cycle 2", "cycle 3"])
+    #expect(
+      checks.map(\.label) == [
+        "before anything leaked", "after leaking cycle number 1", "after leaking cycle number 2",
+        "after leaking cycle number 3",
+      ])
     #expect(checks.map(\.generation) == [0, 1, 2, 3])
     #expect(checks.map { $0.cycles.reduce(0) { $0 + $1.instances } } == [0, 1, 2, 3])
     #expect(checks.map(\.leakedCount) == [0, 2, 4, 6])
@@ -223,7 +227,7 @@ struct LeakCorpusReleaseTests {
     // The final verdict is the same with or without the checks, and so are the counts:
     // what a check allocates is the harness's, not the scenario's.
     let plain = try run([])
-    #expect(plain.leaks?.checks?.map(\.label) == ["before"])
+    #expect(plain.leaks?.checks?.map(\.label) == ["before anything leaked"])
     #expect(checked.leaks?.leakedCount == 6 && plain.leaks?.leakedCount == 6)
     let checkedAllocations = try #require(checked.allocations)
     let plainAllocations = try #require(plain.allocations)

@@ -119,6 +119,14 @@ let scenarios = [
     recordBeforeTheCrash(context)
     crashWithAbort()
   },
+  Scenario(
+    "prints-then-aborts", summary: "prints a line on stdout, then calls abort()", variants: [.starter],
+    defaultIterations: 1
+  ) { _ in
+    print("stdout before the crash")
+    fflush(nil)
+    crashWithAbort()
+  },
   Scenario("hang", summary: "spins forever after recording", variants: [.starter], defaultIterations: 1) { context in
     recordBeforeTheCrash(context)
     spinForever()
