@@ -79,6 +79,7 @@ struct ScenarioCommand: ParsableCommand {
   func run() throws {
     if options.childResult != nil {
       ScenarioProcess.dieWithParent()
+      ScenarioProcess.keepResultPipeToItself()
     } else if !options.inProcess {
       // Failing either leaves the harness as it was before: interrupts end it at once and
       // orphans go to init.
@@ -113,12 +114,23 @@ struct ScenarioCommand: ParsableCommand {
       if let childResult = options.childResult {
         // The child's half of ScenarioProcess: run, hand the report over, print nothing.
         let report = runner.run(scenario, variant: variant, iterations: iterations)
+        let encoded: Data
         do {
-          try ReportJSON.encode(report, pretty: false).write(to: URL(fileURLWithPath: childResult))
+          encoded = try ReportJSON.encode(report, pretty: false)
         } catch {
           ScenarioProcess.failInChild(
-            "cannot write the scenario's result to \(childResult): \(error.localizedDescription)",
-            resultPath: childResult)
+            "cannot encode the scenario's result: \(ReportWriter.describe(error))", resultPath: childResult)
+        }
+        do {
+          try encoded.write(to: URL(fileURLWithPath: childResult))
+        } catch {
+          // A full disk or a file size limit: the result pipe still takes it to the harness.
+          try? FileManager.default.removeItem(atPath: childResult)
+          guard ScenarioProcess.handOver(encoded) else {
+            ScenarioProcess.failInChild(
+              "cannot write the scenario's result to \(childResult): \(ReportWriter.describe(error))",
+              resultPath: childResult)
+          }
         }
         return [report]
       }

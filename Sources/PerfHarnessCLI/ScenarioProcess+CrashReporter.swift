@@ -32,6 +32,29 @@ extension ScenarioProcess {
     exit(childHarnessFailureStatus)
   }
 
+  /// For the child: writes its result to the pipe the harness reads on
+  /// `ChildProcess.resultDescriptor`; false when there is none or it failed.
+  static func handOver(_ data: Data) -> Bool {
+    let descriptor = ChildProcess.resultDescriptor
+    var status = stat()
+    guard fstat(descriptor, &status) == 0, status.st_mode & S_IFMT == S_IFIFO else { return false }
+    var sent = 0
+    while sent < data.count {
+      let written = data.withUnsafeBytes { write(descriptor, $0.baseAddress! + sent, data.count - sent) }
+      if written < 0 && errno == EINTR { continue }
+      guard written > 0 else { return false }
+      sent += written
+    }
+    return true
+  }
+
+  /// For the child: the result pipe is the harness's, not for what the scenario starts.
+  static func keepResultPipeToItself() {
+    let descriptor = ChildProcess.resultDescriptor
+    let flags = fcntl(descriptor, F_GETFD)
+    if flags != -1 { _ = fcntl(descriptor, F_SETFD, flags | FD_CLOEXEC) }
+  }
+
   /// The harness's pid, for the child: it ends when the harness does.
   static let parentEnvironmentKey = "PERFHARNESS_PARENT_PID"
 

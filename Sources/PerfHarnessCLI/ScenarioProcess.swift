@@ -18,9 +18,7 @@ struct ScenarioProcess {
     // killed harness left.
     let result = folder.url.appendingPathComponent(".perfharness-child-\(getpid()).json")
     defer { try? FileManager.default.removeItem(at: result) }
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
-    process.arguments = childArguments(scenario.name, variant: variant, iterations: iterations, result: result.path)
+    let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().path
     var environment = ProcessInfo.processInfo.environment
     // The child ends with this process (ScenarioCommand.dieWithParent).
     environment[Self.parentEnvironmentKey] = String(getpid())
@@ -29,22 +27,20 @@ struct ScenarioProcess {
       // knows the blocks allocated before the recording (CPerfAlloc_trackAllBlocks).
       environment["PERFHARNESS_TRACK_ALL_BLOCKS"] = "1"
     }
-    process.environment = environment
-    // One pipe for both: whatever order Foundation sets the child's descriptors up in,
-    // everything the scenario prints reaches it, and passes on to our stderr in order.
-    let pipe = Pipe()
-    process.standardError = pipe
-    process.standardOutput = pipe
-    let collected = StandardErrorCollector(pipe.fileHandleForReading, passingTo: FileHandle.standardError)
     let start = ContinuousClock.now
-    do {
-      try process.run()
-    } catch {
-      throw HarnessError("cannot start the scenario process \(process.executableURL?.path ?? "?"): \(error)")
+    let child = try ChildProcess.spawn(
+      executable: executable,
+      arguments: childArguments(scenario.name, variant: variant, iterations: iterations, result: result.path),
+      environment: environment)
+    // Reaped once everything below is done with its pid (the group's id).
+    defer {
+      var status: Int32 = 0
+      waitpid(child.pid, &status, 0)
     }
-    // Foundation starts the child in a process group of its own: a Ctrl-C at the terminal
-    // reaches only the harness, which passes it on from its signal handler.
-    let group = process.processIdentifier
+    let collected = StandardErrorCollector(child.output, passingTo: FileHandle.standardError)
+    // In a process group of its own: a Ctrl-C at the terminal reaches only the harness,
+    // which passes it on from its signal handler.
+    let group = child.pid
     CPerfCrash_setChildGroup(group)
     defer { CPerfCrash_setChildGroup(0) }
     let interruptedBeforeStart = CPerfCrash_interruption()
@@ -54,10 +50,10 @@ struct ScenarioProcess {
     var interruption: (signal: Int32, at: ContinuousClock.Instant)?
     var killed: Kill?
     var lastStop = deadline
-    var backtracer = BacktracerWatch(pid: process.processIdentifier)
+    var backtracer = BacktracerWatch(pid: child.pid)
     var ended: Ending?
     while true {
-      ended = Ending.of(process)
+      ended = Ending.of(child.pid)
       if ended != nil { break }
       let now = ContinuousClock.now
       if interruption == nil, case let signal = CPerfCrash_interruption(), signal != 0 {
@@ -81,7 +77,7 @@ struct ScenarioProcess {
         if !timedOut { backtracer.start() }
         timedOut = true
         lastStop = now + .seconds(Self.stopGraceSeconds * 2)
-        _ = CPerfCrash_signalMainThread(process.processIdentifier, Self.stopSignal)
+        _ = CPerfCrash_signalMainThread(child.pid, Self.stopSignal)
       }
       if timedOut && killed == nil {
         // Once the backtracer the stop started has exited, the child is back in the code
@@ -99,8 +95,6 @@ struct ScenarioProcess {
       // Nothing the scenario started outlives a run the harness ended.
       Self.endLeftoverProcesses(group: group)
     }
-    // Not process.waitUntilExit(): Foundation learns of the exit when a socket the child
-    // inherited closes, and a process the scenario forked holds it open as long as it lives.
     guard let ending = ended else { throw HarnessError("lost track of the scenario process \(group)") }
     let wallTime = (ContinuousClock.now - start).components
     let milliseconds = Double(wallTime.seconds) * 1000 + Double(wallTime.attoseconds) / 1e15
@@ -112,8 +106,13 @@ struct ScenarioProcess {
           "perfharness: \(scenario.name): a process the scenario started still holds its stderr open; stopped reading it \(Self.standardErrorDrainSeconds) s after the scenario ended\n"
             .utf8))
     }
-    let written = try? BoundedFile.read(result.path, limit: BoundedFile.reportLimit)
-    let childReport = written.flatMap { try? ReportJSON.decode($0) }
+    // The result file, or what the child handed over on its result pipe when it could not
+    // write that file (a full disk, a file size limit): the figures are not lost to it.
+    let handedOver = child.result.finish(within: Self.standardErrorDrainSeconds)
+    let file = try? BoundedFile.read(result.path, limit: BoundedFile.reportLimit)
+    // A write that failed halfway leaves a file that does not decode.
+    let childReport = [file, handedOver].lazy.compactMap { $0.flatMap { try? ReportJSON.decode($0) } }.first
+    let written = file ?? handedOver
     if ending.signal == nil, ending.status == 0, let childReport {
       return childReport
     }
@@ -210,31 +209,27 @@ struct ScenarioProcess {
     var signal: Int32?
     var status: Int32
 
-    /// Without reaping it (WNOWAIT): Foundation's Process does that.
-    static func of(_ process: Process) -> Ending? {
-      let pid = process.processIdentifier
+    /// Without reaping it (WNOWAIT): while it is a zombie its pid, the group's id, cannot
+    /// be given to another process, so the group can still be signalled safely.
+    static func of(_ pid: pid_t) -> Ending? {
       var info = siginfo_t()
-      if waitid(P_PID, id_t(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 {
-        guard info._sifields._sigchld.si_pid == pid else { return nil }
-        let status = info._sifields._sigchld.si_status
-        return info.si_code == CLD_EXITED ? Ending(signal: nil, status: status) : Ending(signal: status, status: status)
+      guard waitid(P_PID, id_t(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 else {
+        // Reaped by someone else: ended, how is not known.
+        return errno == ECHILD ? Ending(signal: nil, status: -1) : nil
       }
-      guard errno == ECHILD else { return nil }
-      // Foundation reaped it first, and has its status.
-      process.waitUntilExit()
-      let status = process.terminationStatus
-      return process.terminationReason == .exit
-        ? Ending(signal: nil, status: status) : Ending(signal: status, status: status)
+      guard info._sifields._sigchld.si_pid == pid else { return nil }
+      let status = info._sifields._sigchld.si_status
+      return info.si_code == CLD_EXITED ? Ending(signal: nil, status: status) : Ending(signal: status, status: status)
     }
   }
 
   /// SIGKILL to the child's group and to every process the scenario left behind: orphans
   /// are reparented to the harness (a subreaper, CPerfCrash_becomeSubreaper) even when
-  /// they started process groups of their own, as Foundation's Process does.
+  /// they started process groups of their own.
   static func endLeftoverProcesses(group: Int32) {
     kill(-group, SIGKILL)
     // Each round ends the orphans seen; their own children are reparented here next. The
-    // scenario's process itself is left for Foundation to reap.
+    // scenario's process itself is reaped by `run`.
     for _ in 0..<64 {
       let orphans = Self.children(of: getpid()).subtracting([group])
       if orphans.isEmpty { return }

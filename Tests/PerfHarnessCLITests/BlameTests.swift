@@ -83,4 +83,21 @@ struct BlameTests {
     let files = try FileManager.default.contentsOfDirectory(atPath: folder.path)
     #expect(files == ["report.json"])
   }
+
+  /// The child hands its result over through a file; when that write fails, the result
+  /// pipe takes it, and the harness still has every figure to print.
+  @Test("a result file the child cannot write loses no figure: they are printed, the report's write is named")
+  func resultFileTooLarge() throws {
+    let directory = try temporaryDirectory()
+    defer { try? FileManager.default.removeItem(at: directory) }
+    // 8 KiB: neither the child's result (about 15 KB with allocations) nor report.json fits.
+    let result = try run(
+      under: "ulimit -f 8", ["scenario", "completes", "--instruments", "allocations", "--output", directory.path])
+    #expect(result.status == 1, "\(result.standardError)")
+    let folder = directory.appendingPathComponent("completes/starter")
+    #expect(result.standardError.contains("cannot write \(folder.path)/report.json"), "\(result.standardError)")
+    #expect(!result.standardError.contains("not the scenario"), "\(result.standardError)")
+    #expect(result.standardOutput.contains("completes [starter, 1 iteration]: no checks"), "\(result.standardOutput)")
+    #expect(result.standardOutput.contains("Allocations:"), "\(result.standardOutput)")
+  }
 }
