@@ -22,6 +22,37 @@ struct CommandLineTests {
     #expect(lines[drillDowns + 1].hasSuffix("instruments: time,allocations"), "\(lines[drillDowns + 1])")
   }
 
+  /// What `make run` does: every scenario, the instruments each declares, and each opens
+  /// with the tutorial's finding.
+  @Test("the default run of every scenario leads with the tutorial's three findings")
+  func threeFindings() throws {
+    let directory = try temporaryDirectory()
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let run = try perfharness.run(["scenario", "--iterations", "2", "--output", directory.path])
+    #expect(run.status == 0, "\(run.standardError)")
+    var blocks: [String: [String]] = [:]
+    var current = ""
+    for line in run.standardOutput.split(separator: "\n").map(String.init) {
+      if !line.hasPrefix(" "), let name = line.split(separator: " ").first, line.contains(" [starter, ") {
+        current = String(name)
+      }
+      blocks[current, default: []].append(line)
+    }
+    let filtering = blocks["filtered-thumbnail-scrolling"] ?? []
+    #expect(
+      filtering.contains {
+        $0.hasPrefix("    · Heaviest program function: ") && $0.contains("applyTonalFilter")
+          && $0.contains("Main Thread")
+      }, "\(filtering.prefix(6))")
+    let drillDowns = blocks["search-drill-downs"] ?? []
+    #expect(
+      drillDowns.contains { $0.hasPrefix("    ! ") && $0.contains("generations after the first grew") },
+      "\(drillDowns.prefix(6))")
+    let cycles = blocks["closure-retain-cycles"] ?? []
+    #expect(cycles.contains { $0.hasPrefix("    ! ") && $0.contains("retain cycle") }, "\(cycles.prefix(6))")
+    #expect(run.standardOutput.split(separator: "\n").last == "index: \(directory.path)/index.html")
+  }
+
   @Test("a scenario records the instruments it declares; --instruments replaces them")
   func declaredInstruments() throws {
     let directory = try temporaryDirectory()
