@@ -126,6 +126,12 @@ struct CommandLineTests {
     #expect(result.standardOutput.contains("closure-retain-cycles [fixed, 2 iterations]: no checks"))
     #expect(result.standardOutput.contains("No checks ran"))
     #expect(result.standardError.isEmpty, "no progress on stderr when it is not a terminal")
+    // The Time Profiler names its source, and each thread's row its own rate and coverage.
+    let lines = result.standardOutput.split(separator: "\n")
+    #expect(lines.contains { $0.hasPrefix("    source: ") && $0.contains("samples per CPU second") })
+    #expect(
+      lines.contains { $0.hasPrefix("    Main Thread") && $0.contains(" /CPU s, coverage ") },
+      "\(lines.filter { $0.contains("Main Thread") })")
     let reportURL = directory.appendingPathComponent("closure-retain-cycles/fixed/report.json")
     let report = try JSONSerialization.jsonObject(with: Data(contentsOf: reportURL)) as? [String: Any]
     #expect(report?["schemaVersion"] as? Int == 1)

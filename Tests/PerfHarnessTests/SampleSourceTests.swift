@@ -97,6 +97,37 @@ extension ProcessWideRecording {
       #expect(earlyThread?.bornDuring == false)
     }
 
+    /// As apps do: `Thread.current.name` inside the thread, and again later. A thread has
+    /// one name in the report: its latest, read at its end or at the stop.
+    @Test(arguments: [true, false])
+    func aThreadRenamedWhileRecordingHasItsLatestName(endsBeforeStop: Bool) throws {
+      let session = try SamplingSession.start(SamplerConfiguration())
+      let tid = Mutex<Int32>(0)
+      let renamed = DispatchSemaphore(value: 0)
+      let release = DispatchSemaphore(value: 0)
+      let ended = DispatchSemaphore(value: 0)
+      Thread {
+        Thread.current.name = "loader"
+        tid.withLock { $0 = CPerfSampler_gettid() }
+        _ = Workloads.burnCPU(nanoseconds: 20_000_000)
+        Thread.current.name = "decoder"
+        _ = Workloads.burnCPU(nanoseconds: 20_000_000)
+        renamed.signal()
+        if !endsBeforeStop { release.wait() }
+        ended.signal()
+      }.start()
+      renamed.wait()
+      if endsBeforeStop {
+        ended.wait()
+        usleep(20_000)
+      }
+      let result = session.stop()
+      release.signal()
+      if !endsBeforeStop { ended.wait() }
+      let thread = result.threads.first { $0.threadID == tid.withLock { $0 } }
+      #expect(thread?.name == "decoder", "\(String(describing: thread?.name))")
+    }
+
     @Test func hundredOneMillisecondThreadsAreAllSeen() throws {
       let session = try SamplingSession.start(SamplerConfiguration())
       let tids = Mutex<[Int32]>([])
@@ -189,6 +220,45 @@ extension ProcessWideRecording {
       let result = session.stop()
       sigaction(SIGPROF, &ours, nil)
       #expect(result.replacedBy == .ignored)
+    }
+
+    /// The report lists what the replaced handler left unsampled, with its CPU time, and a
+    /// thread too short for one period is counted, not listed.
+    @Test func aReplacedHandlerAndShortThreadsInTheReport() throws {
+      let profiler = TimeProfiler(clock: .cpu, rateHz: 1000)
+      try profiler.start()
+      for _ in 0..<3 {
+        let done = DispatchSemaphore(value: 0)
+        Thread { done.signal() }.start()  // far under one period of CPU time
+        done.wait()
+      }
+      let tid = Mutex<Int32>(0)
+      let ready = DispatchSemaphore(value: 0)
+      let release = DispatchSemaphore(value: 0)
+      let finished = DispatchSemaphore(value: 0)
+      Thread {
+        tid.withLock { $0 = CPerfSampler_gettid() }
+        ready.signal()
+        release.wait()
+        _ = Workloads.burnCPU(nanoseconds: 50_000_000)
+        finished.signal()
+      }.start()
+      ready.wait()
+      var ignore = sigaction()
+      ignore.__sigaction_handler.sa_handler = SIG_IGN
+      var ours = sigaction()
+      sigaction(SIGPROF, &ignore, &ours)
+      release.signal()
+      finished.wait()
+      usleep(20_000)
+      profiler.stop()
+      sigaction(SIGPROF, &ours, nil)
+      let report = try profiler.report()
+      #expect(report.signalHandlerNote?.contains("replaced the sampler's SIGPROF handler") == true)
+      let entry = report.unsampled?.first { $0.threadID == tid.withLock { $0 } }
+      #expect(entry?.reason == "SIGPROF handler replaced by the program", "\(report.unsampled ?? [])")
+      #expect((entry?.cpuMilliseconds ?? 0) >= 50)
+      #expect((report.shortThreads ?? 0) >= 3, "\(String(describing: report.shortThreads))")
     }
   }
 }

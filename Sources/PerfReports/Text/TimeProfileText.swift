@@ -34,9 +34,15 @@ public enum TimeProfileText {
           + formatMilliseconds(profile.shortThreadsCPUMilliseconds ?? 0) + " CPU together)")
     }
     for thread in profile.threads.prefix(6) {
+      // Each thread's own rate and coverage: a thread the sampler under-served shows here
+      // even when the whole run's coverage looks fine.
+      var measured: [String] = []
+      if let rate = thread.samplesPerCPUSecond { measured.append(String(format: "%.0f /CPU s", rate)) }
+      if let coverage = thread.coveragePercent { measured.append(String(format: "coverage %.0f%%", coverage)) }
       lines.append(
         "    " + pad(thread.name, 24) + leftPad(formatMilliseconds(thread.weightMilliseconds), 10)
-          + leftPad(String(format: "%.1f%%", thread.percent), 8))
+          + leftPad(String(format: "%.1f%%", thread.percent), 8)
+          + (measured.isEmpty ? "" : "  " + measured.joined(separator: ", ")))
     }
     if profile.threads.count > 6 {
       lines.append("    … \(profile.threads.count - 6) more threads")
