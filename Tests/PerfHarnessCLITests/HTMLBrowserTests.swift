@@ -46,6 +46,17 @@ struct HTMLBrowserTests {
     #expect(selfTest.flameZoomed == true)
     #expect((selfTest.search?.rows ?? 0) > 0)
     #expect((selfTest.allocations?.rows ?? 0) > 0)
+    // The allocation flame graph weighs what the report's stacks hold, in bytes and in
+    // blocks; Hide System Libraries (on by default) shows the program's frames only.
+    let stacks = report.allocations?.persistentStacks ?? []
+    let flame = try #require(selfTest.allocationFlame, "no allocation flame graph")
+    #expect(flame.bytes.rects > 0 && flame.bytes.leaves > 0)
+    #expect(flame.bytes.total == Double(stacks.reduce(0) { $0 + $1.bytes }))
+    #expect(flame.count.total == Double(stacks.reduce(0) { $0 + $1.count }))
+    #expect(flame.bytes.systemFrames == 0 && flame.bytes.appFrames > 0)
+    #expect(flame.allFrames.systemFrames > 0, "system frames show with Hide System Libraries off")
+    #expect(flame.allFrames.total == flame.bytes.total)
+    #expect(flame.zoomed == true)
     // Scenarios that mark generations get a leak check at each mark, drawn as a table.
     #expect(selfTest.dom.contains("<th>Cycle types</th>") == !(report.leaks?.checks ?? []).isEmpty)
     #expect((report.leaks?.checks?.count ?? 0) == report.marks.count)
@@ -300,6 +311,19 @@ struct SelfTest: Decodable {
   }
   struct Search: Decodable { var rows: Int }
   struct Allocations: Decodable { var rows: Int }
+  struct FlameView: Decodable {
+    var rects: Int
+    var total: Double
+    var systemFrames: Int
+    var appFrames: Int
+    var leaves: Int
+  }
+  struct AllocationFlame: Decodable {
+    var bytes: FlameView
+    var count: FlameView
+    var allFrames: FlameView
+    var zoomed: Bool?
+  }
 
   var problems: [String]
   var sections: [String]
@@ -309,6 +333,7 @@ struct SelfTest: Decodable {
   var flameZoomed: Bool?
   var search: Search?
   var allocations: Allocations?
+  var allocationFlame: AllocationFlame?
   var cycles: Int?
   var defaultView: DefaultView?
   /// The whole DOM as Chromium printed it.
@@ -316,6 +341,7 @@ struct SelfTest: Decodable {
 
   private enum CodingKeys: String, CodingKey {
     case problems, sections, states, renderedMs, collapseChangesRows, flameZoomed, search, allocations, cycles
+    case allocationFlame
     case defaultView
   }
 }

@@ -429,18 +429,27 @@ extension HTMLReport {
       $('calltree').innerHTML = html;
     };
 
-    // An icicle flame graph (root on top) of the current tree, left-heavy, drawn only for frames
-    // at least a pixel wide. Top Functions has no single tree, so it draws the tree without it.
+    // A flame graph of the current tree. Top Functions has no single tree, so it draws the
+    // tree without it.
     CallTreePanel.prototype.drawFlame = function () {
       var options = Object.assign({}, this.options, { topFunctions: false });
       var roots = this.options.topFunctions || this.query ? this.model.roots(options, '').rows : this.roots;
       $('flame-note').textContent = this.options.topFunctions ? '(of the tree without Top Functions; click a frame to zoom)'
         : '(root at the top, widths are weight; click a frame to zoom)';
-      var width = Math.max(600, ($('flame').clientWidth || 1200) - 2), rowHeight = 17, maxRects = 20000;
       var zoomed = this.zoomKey !== null ? findRow(roots, this.zoomKey) : null;
-      var top = zoomed ? [zoomed] : roots;
-      var total = top.reduce(function (sum, r) { return sum + r.total; }, 0);
       $('flame-reset').hidden = !zoomed;
+      var drawn = icicle(zoomed ? [zoomed] : roots, $('flame'), ms, 'Flame graph');
+      $('flame').innerHTML = drawn.rects ? drawn.svg : '<p class="muted">' + (drawn.total > 0
+        ? 'Every frame is narrower than a pixel: the weight is spread over many roots.' : 'No samples.') + '</p>';
+      $('flame').dataset.rects = drawn.rects;
+    };
+
+    // An icicle flame graph (root on top) of rows with `key`, `name`, `module`, `kind`, `isApp`,
+    // `total` and `children()`, left-heavy, drawn only for frames at least a pixel wide;
+    // `format` writes a weight. The CPU profile's and the allocations' flame graphs.
+    function icicle(top, container, format, label) {
+      var width = Math.max(600, (container.clientWidth || 1200) - 2), rowHeight = 17, maxRects = 20000;
+      var total = top.reduce(function (sum, r) { return sum + r.total; }, 0);
       var rects = [], depthMax = 0;
       var work = [];
       var x = 0;
@@ -457,20 +466,21 @@ extension HTMLReport {
         });
       }
       var height = (depthMax + 1) * rowHeight;
-      var svg = '<svg width="' + width + '" height="' + height + '" role="img" aria-label="Flame graph">' +
+      var svg = '<svg width="' + width + '" height="' + height + '" role="img" aria-label="' + esc(label) + '">' +
         rects.map(function (r) {
-          var row = r.row, fill = row.kind === 'thread' ? '#c7d7f0' : row.isApp ? flameColor(row.name) : '#d5d5da';
-          var label = r.w > 36 ? truncate(row.name, Math.floor((r.w - 6) / 6.4)) : '';
-          return '<g data-key="' + esc(row.key) + '"><title>' + esc(row.name + (row.module ? ' [' + row.module + ']' : '') +
-            ' — ' + ms(row.total) + ' (' + percent(row.total, total) + ')') + '</title><rect x="' + r.x.toFixed(1) +
+          var row = r.row;
+          var fill = row.kind === 'thread' ? '#c7d7f0' : row.kind === 'category' ? '#bfe3c9'
+            : row.isApp ? flameColor(row.name) : '#d5d5da';
+          var text = r.w > 36 ? truncate(row.name, Math.floor((r.w - 6) / 6.4)) : '';
+          return '<g data-key="' + esc(row.key) + '" data-kind="' + esc(row.kind || '') + '" data-app="' +
+            (row.isApp ? 1 : 0) + '"><title>' + esc(row.name + (row.module ? ' [' + row.module + ']' : '') +
+            ' — ' + format(row.total) + ' (' + percent(row.total, total) + ')') + '</title><rect x="' + r.x.toFixed(1) +
             '" y="' + r.depth * rowHeight + '" width="' + r.w.toFixed(1) + '" height="' + (rowHeight - 1) +
-            '" fill="' + fill + '"></rect>' + (label ? '<text x="' + (r.x + 3).toFixed(1) + '" y="' +
-            (r.depth * rowHeight + 12) + '">' + esc(label) + '</text>' : '') + '</g>';
+            '" fill="' + fill + '"></rect>' + (text ? '<text x="' + (r.x + 3).toFixed(1) + '" y="' +
+            (r.depth * rowHeight + 12) + '">' + esc(text) + '</text>' : '') + '</g>';
         }).join('') + '</svg>';
-      $('flame').innerHTML = rects.length ? svg : '<p class="muted">' + (total > 0
-        ? 'Every frame is narrower than a pixel: the weight is spread over many roots.' : 'No samples.') + '</p>';
-      $('flame').dataset.rects = rects.length;
-    };
+      return { svg: svg, rects: rects.length, total: total };
+    }
 
     function findRow(roots, key) {
       var work = roots.slice();

@@ -75,6 +75,87 @@ extension HTMLReport {
 
     var categoryTable = null;
 
+    // ---- Allocations: what was live at the end by allocation stack, as a flame graph. ----
+    // Root first, the category of the stack's blocks last. Hide System Libraries keeps the
+    // program's own frames, as Instruments' option does.
+    function AllocationFlame(a) {
+      this.stacks = a.persistentStacks || [];
+      this.frames = a.stackFrames || [];
+      this.metric = 'bytes';
+      this.hideSystemLibraries = true;
+      this.zoomKey = null;
+    }
+    AllocationFlame.prototype.html = function () {
+      if (!this.stacks.length) {
+        return '<p class="muted">No allocation stacks: recorded with --no-allocation-stacks, or nothing was live ' +
+          'at the end.</p>';
+      }
+      return '<div class="toolbar"><label><input type="radio" name="aflame-metric" id="aflame-bytes" checked> ' +
+        'Persistent bytes</label> <label><input type="radio" name="aflame-metric" id="aflame-count"> # Persistent' +
+        '</label> <label><input type="checkbox" id="aflame-hide" checked> Hide System Libraries</label> ' +
+        '<button id="aflame-reset" hidden>Reset zoom</button> <span class="muted">(click a frame to zoom)</span>' +
+        '</div><div class="flame" id="aflame"></div>';
+    };
+    AllocationFlame.prototype.roots = function () {
+      var self = this, top = { children: {}, order: [] };
+      this.stacks.forEach(function (stack) {
+        var weight = self.metric === 'bytes' ? stack.bytes : stack.count;
+        var path = stack.frames.slice().reverse().map(function (index) { return self.frames[index]; })
+          .filter(function (frame) { return frame && (frame.isApp || !self.hideSystemLibraries); })
+          .map(function (frame) { return { name: frame.symbol, module: frame.module, isApp: frame.isApp, kind: 'frame' }; });
+        path.push({ name: stack.category, module: '', isApp: false, kind: 'category' });
+        var node = top, key = '';
+        path.forEach(function (step) {
+          key += '/' + step.name;
+          var child = node.children[step.name];
+          if (!child) {
+            child = node.children[step.name] = {
+              key: key, name: step.name, module: step.module, isApp: step.isApp, kind: step.kind, total: 0,
+              children: {}, order: [],
+            };
+            node.order.push(child);
+          }
+          child.total += weight;
+          node = child;
+        });
+      });
+      function seal(node) {
+        var kids = node.order.sort(function (a, b) { return b.total - a.total; });
+        kids.forEach(seal);
+        node.children = function () { return kids; };
+        return node;
+      }
+      return seal(top).children();
+    };
+    AllocationFlame.prototype.attach = function () {
+      var self = this;
+      $('aflame-bytes').addEventListener('change', function () { self.metric = 'bytes'; self.draw(); });
+      $('aflame-count').addEventListener('change', function () { self.metric = 'count'; self.draw(); });
+      $('aflame-hide').addEventListener('change', function (event) {
+        self.hideSystemLibraries = event.target.checked;
+        self.zoomKey = null;
+        self.draw();
+      });
+      $('aflame').addEventListener('click', function (event) {
+        var g = event.target.closest('g[data-key]');
+        if (g) { self.zoomKey = g.dataset.key; self.draw(); }
+      });
+      $('aflame-reset').addEventListener('click', function () { self.zoomKey = null; self.draw(); });
+      this.draw();
+    };
+    AllocationFlame.prototype.draw = function () {
+      var roots = this.roots();
+      var zoomed = this.zoomKey !== null ? findRow(roots, this.zoomKey) : null;
+      $('aflame-reset').hidden = !zoomed;
+      var format = this.metric === 'bytes' ? bytes : function (n) { return int(n) + ' blocks'; };
+      var drawn = icicle(zoomed ? [zoomed] : roots, $('aflame'), format, 'Allocation flame graph');
+      $('aflame').innerHTML = drawn.rects ? drawn.svg : '<p class="muted">Nothing to draw.</p>';
+      $('aflame').dataset.rects = drawn.rects;
+      $('aflame').dataset.total = drawn.total;
+    };
+
+    var allocationFlame = null;
+
     function allocationsHTML() {
       var a = report.allocations;
       if (!a) return null;
@@ -97,6 +178,8 @@ extension HTMLReport {
       html += '<h3>Generations</h3>' + generationsHTML(a.generations || []);
       categoryTable = new CategoryTable(a.categories || []);
       html += '<h3>Categories</h3>' + categoryTable.html();
+      allocationFlame = new AllocationFlame(a);
+      html += '<h3>Live at the end, by allocation stack</h3>' + allocationFlame.html();
       return html;
     }
 

@@ -286,6 +286,11 @@ extension HTMLReport {
     if (categoryTable && $('alloc-table')) {
       try { categoryTable.attach(); } catch (error) { console.error('allocations: ' + (error && error.stack || error)); }
     }
+    if (allocationFlame && $('aflame')) {
+      try { allocationFlame.attach(); } catch (error) {
+        console.error('allocation flame graph: ' + (error && error.stack || error));
+      }
+    }
     section('leaks', 'Leaks', leaksHTML);
     var renderedAt = performance.now();
     // What `make bench` and the tests read with --dump-dom: milliseconds since navigation start.
@@ -373,6 +378,31 @@ extension HTMLReport {
           filter.value = 'malloc';
           filter.dispatchEvent(new Event('input'));
           result.allocations.filteredRows = names().length;
+        }
+        if (allocationFlame && $('aflame')) {
+          // What each view draws: its total weight, and whether a system frame shows.
+          var flameView = function () {
+            var frames = Array.prototype.slice.call(document.querySelectorAll('#aflame g[data-kind="frame"]'));
+            return {
+              rects: Number($('aflame').dataset.rects || 0), total: Number($('aflame').dataset.total || 0),
+              systemFrames: frames.filter(function (g) { return g.dataset.app === '0'; }).length,
+              appFrames: frames.length - frames.filter(function (g) { return g.dataset.app === '0'; }).length,
+              leaves: Array.prototype.slice.call(document.querySelectorAll('#aflame g[data-kind="category"]')).length,
+            };
+          };
+          result.allocationFlame = { bytes: flameView() };
+          $('aflame-count').click();
+          result.allocationFlame.count = flameView();
+          $('aflame-bytes').click();
+          $('aflame-hide').click();
+          result.allocationFlame.allFrames = flameView();
+          $('aflame-hide').click();
+          var firstFrame = document.querySelector('#aflame g rect');
+          if (firstFrame) {
+            firstFrame.dispatchEvent(new MouseEvent('click', { bubbles: true }));
+            result.allocationFlame.zoomed = !$('aflame-reset').hidden;
+            $('aflame-reset').click();
+          }
         }
         result.cycles = document.querySelectorAll('#leaks .cycle svg').length;
       } catch (error) {
