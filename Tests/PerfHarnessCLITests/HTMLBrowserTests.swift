@@ -216,6 +216,43 @@ struct HTMLBrowserTests {
     #expect(!selfTest.dom.contains("<dt>functionChanges</dt>"), "drawn as a table, not as raw JSON")
   }
 
+  /// The tutorial's fix moves the filter off the main thread: against the starter run, the
+  /// fixed run's flame graph paints each program function by how its self time moved.
+  @Test("against a baseline, the flame graph is coloured by each function's change in self time")
+  func differentialFlameGraph() throws {
+    let directory = try temporaryDirectory()
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let base = try perfharness.run([
+      "scenario", "filtered-thumbnail-scrolling", "--iterations", "1", "--instruments", "time",
+      "--output", directory.appendingPathComponent("base").path,
+    ])
+    #expect(base.status == 0, "\(base.standardError)")
+    let baseline = directory.appendingPathComponent("base/filtered-thumbnail-scrolling/starter/report.json")
+    let run = try perfharness.run([
+      "scenario", "filtered-thumbnail-scrolling", "--variant", "fixed", "--iterations", "1", "--instruments", "time",
+      "--baseline", baseline.path, "--allow-different-setup", "--time-tolerance", "1000",
+      "--output", directory.appendingPathComponent("new").path,
+    ])
+    let folder = directory.appendingPathComponent("new/filtered-thumbnail-scrolling/fixed")
+    let report = try JSONDecoder().decode(
+      Report.self, from: Data(contentsOf: folder.appendingPathComponent("report.json")))
+    let shares = try #require(report.comparison?.functionShares, "\(run.standardError)")
+    #expect(!shares.isEmpty)
+    let moved = Dictionary(
+      shares.map { ("\($0.symbol) [\($0.module)]", $0.currentSelfPercent - $0.baselineSelfPercent) },
+      uniquingKeysWith: { first, _ in first })
+    let selfTest = try Chromium.selfTest(folder.appendingPathComponent("report.html"), workingIn: directory)
+    #expect(selfTest.problems.isEmpty, "\(selfTest.problems)")
+    let painted = try #require(selfTest.flameChanges)
+    let judged = painted.filter { $0.change == "more" || $0.change == "less" }
+    #expect(!judged.isEmpty, "no frame coloured by its change: \(painted.prefix(5))")
+    for frame in judged {
+      let name = String(frame.title.prefix { $0 != "—" }.dropLast())
+      let change = try #require(moved[name], "\(name) has no share in the comparison")
+      #expect((change > 0) == (frame.change == "more"), "\(name): \(change) points, painted \(frame.change)")
+    }
+  }
+
   @Test("report --html into a folder that does not exist fails with exit 1 and names the path")
   func unwritableOutput() throws {
     let directory = try temporaryDirectory()
@@ -334,6 +371,11 @@ struct SelfTest: Decodable {
   var search: Search?
   var allocations: Allocations?
   var allocationFlame: AllocationFlame?
+  struct FlameChange: Decodable {
+    var title: String
+    var change: String
+  }
+  var flameChanges: [FlameChange]?
   var cycles: Int?
   var defaultView: DefaultView?
   /// The whole DOM as Chromium printed it.
@@ -341,7 +383,7 @@ struct SelfTest: Decodable {
 
   private enum CodingKeys: String, CodingKey {
     case problems, sections, states, renderedMs, collapseChangesRows, flameZoomed, search, allocations, cycles
-    case allocationFlame
+    case allocationFlame, flameChanges
     case defaultView
   }
 }

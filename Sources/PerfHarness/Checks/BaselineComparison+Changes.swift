@@ -31,7 +31,12 @@ extension BaselineComparison {
   /// Allocation stacks listed, most grown first.
   static let allocationChangeLimit = 10
 
-  static func functionChanges(from baseline: Profile, to current: Profile) -> [FunctionChange] {
+  /// Functions whose shares a report keeps for the differential flame graph.
+  static let functionShareLimit = 5000
+
+  /// Every program function with self time in either run, most moved first: what the HTML
+  /// report's differential flame graph colours its frames by.
+  static func functionShares(from baseline: Profile, to current: Profile) -> [FunctionChange] {
     func shares(_ profile: Profile) -> [String: FunctionWeight] {
       Dictionary(
         profile.topFunctions(hideSystemLibraries: true).map { ("\($0.symbol)\u{0}\($0.module)", $0) },
@@ -41,14 +46,22 @@ extension BaselineComparison {
     let after = shares(current)
     let changes = Set(before.keys).union(after.keys).compactMap { key -> FunctionChange? in
       guard let function = after[key] ?? before[key], function.isApp else { return nil }
-      let change = FunctionChange(
+      return FunctionChange(
         symbol: function.symbol, module: function.module, baselineSelfPercent: before[key]?.selfPercent ?? 0,
         currentSelfPercent: after[key]?.selfPercent ?? 0)
-      return abs(change.changePoints) >= functionChangeThreshold ? change : nil
     }
     return Array(
       changes.sorted { (abs($0.changePoints), $1.symbol) > (abs($1.changePoints), $0.symbol) }
-        .prefix(functionChangeLimit))
+        .prefix(functionShareLimit))
+  }
+
+  /// The shares that moved by the threshold or more, most moved first.
+  static func functionChanges(fromShares shares: [FunctionChange]) -> [FunctionChange] {
+    Array(shares.filter { abs($0.changePoints) >= functionChangeThreshold }.prefix(functionChangeLimit))
+  }
+
+  static func functionChanges(from baseline: Profile, to current: Profile) -> [FunctionChange] {
+    functionChanges(fromShares: functionShares(from: baseline, to: current))
   }
 
   /// Stacks are matched by their frames' names and lines and their category.

@@ -27,6 +27,9 @@ public struct BaselineComparison: Codable, Sendable, Equatable {
   /// The program's functions whose share of the samples moved most (nil when either run has
   /// no time profile): what a differential flame graph colours.
   public var functionChanges: [FunctionChange]? = nil
+  /// Every program function with self time in either run (up to 5,000), for the HTML
+  /// report's differential flame graph.
+  public var functionShares: [FunctionChange]? = nil
   /// The allocation stacks whose live bytes at the end grew most (nil when either run kept
   /// no allocation stacks).
   public var allocationChanges: [AllocationChange]? = nil
@@ -133,7 +136,9 @@ extension BaselineComparison {
       minimumBytes: tolerances.minimumBytes, minimumCount: tolerances.minimumCount,
       passed: builder.rows.allSatisfy(\.passed), rows: builder.rows)
     if let before = baseline.timeProfile?.profile, let after = current.timeProfile?.profile {
-      comparison.functionChanges = functionChanges(from: before, to: after)
+      let shares = functionShares(from: before, to: after)
+      comparison.functionShares = shares
+      comparison.functionChanges = functionChanges(fromShares: shares)
     }
     if let base, let now, base.persistentStacks != nil, now.persistentStacks != nil {
       let grown = allocationChanges(from: base, to: now)

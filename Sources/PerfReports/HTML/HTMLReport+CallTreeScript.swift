@@ -288,6 +288,19 @@ extension HTMLReport {
       this.childLimit = new Map();
       this.rootLimit = CHILD_CAP;
       this.zoomKey = null;
+      // Against a baseline, the flame graph is coloured by each function's change in self time.
+      this.shares = null;
+      var comparison = report.comparison;
+      if (comparison && Array.isArray(comparison.functionShares) && comparison.functionShares.length) {
+        var shares = this.shares = new Map();
+        comparison.functionShares.forEach(function (f) {
+          shares.set(f.symbol + '\u0000' + f.module, f.currentSelfPercent - f.baselineSelfPercent);
+        });
+        this.maxChange = comparison.functionShares.reduce(function (m, f) {
+          return Math.max(m, Math.abs(f.currentSelfPercent - f.baselineSelfPercent));
+        }, 0);
+      }
+      this.differential = this.shares !== null;
     }
 
     CallTreePanel.prototype.html = function () {
@@ -298,7 +311,8 @@ extension HTMLReport {
       }).join('') + '<input type="search" id="ct-search" placeholder="Search symbols" aria-label="Search symbols">' +
         '</div><div class="calltree" id="calltree" role="tree"></div>' +
         '<h3>Flame graph <span class="muted" id="flame-note"></span> <button id="flame-reset" hidden>Reset zoom</button>' +
-        '</h3><div class="flame" id="flame"></div>';
+        (this.shares ? ' <label class="flame-diff"><input type="checkbox" id="flame-diff" checked> Colour by the ' +
+          'change from the baseline</label>' : '') + '</h3><div class="flame" id="flame"></div>';
     };
 
     CallTreePanel.prototype.attach = function () {
@@ -334,6 +348,12 @@ extension HTMLReport {
         self.drawFlame();
       });
       $('flame-reset').addEventListener('click', function () { self.zoomKey = null; self.drawFlame(); });
+      if ($('flame-diff')) {
+        $('flame-diff').addEventListener('change', function (event) {
+          self.differential = event.target.checked;
+          self.drawFlame();
+        });
+      }
       this.reset();
     };
 
@@ -434,11 +454,14 @@ extension HTMLReport {
     CallTreePanel.prototype.drawFlame = function () {
       var options = Object.assign({}, this.options, { topFunctions: false });
       var roots = this.options.topFunctions || this.query ? this.model.roots(options, '').rows : this.roots;
-      $('flame-note').textContent = this.options.topFunctions ? '(of the tree without Top Functions; click a frame to zoom)'
-        : '(root at the top, widths are weight; click a frame to zoom)';
+      $('flame-note').textContent = (this.options.topFunctions ? '(of the tree without Top Functions; click a frame to zoom)'
+        : '(root at the top, widths are weight; click a frame to zoom)') + (this.differential
+        ? ' red: more self time than in the baseline, blue: less, the deeper the more; grey: no change or not the ' +
+          'program\'s' : '');
       var zoomed = this.zoomKey !== null ? findRow(roots, this.zoomKey) : null;
       $('flame-reset').hidden = !zoomed;
-      var drawn = icicle(zoomed ? [zoomed] : roots, $('flame'), ms, 'Flame graph');
+      var drawn = icicle(zoomed ? [zoomed] : roots, $('flame'), ms, 'Flame graph',
+        this.differential ? this.changePaint() : null);
       $('flame').innerHTML = drawn.rects ? drawn.svg : '<p class="muted">' + (drawn.total > 0
         ? 'Every frame is narrower than a pixel: the weight is spread over many roots.' : 'No samples.') + '</p>';
       $('flame').dataset.rects = drawn.rects;
@@ -447,7 +470,8 @@ extension HTMLReport {
     // An icicle flame graph (root on top) of rows with `key`, `name`, `module`, `kind`, `isApp`,
     // `total` and `children()`, left-heavy, drawn only for frames at least a pixel wide;
     // `format` writes a weight. The CPU profile's and the allocations' flame graphs.
-    function icicle(top, container, format, label) {
+    // `paint(row)`, when given, returns the frame's fill and a note for its tooltip, or null.
+    function icicle(top, container, format, label, paint) {
       var width = Math.max(600, (container.clientWidth || 1200) - 2), rowHeight = 17, maxRects = 20000;
       var total = top.reduce(function (sum, r) { return sum + r.total; }, 0);
       var rects = [], depthMax = 0;
@@ -468,19 +492,37 @@ extension HTMLReport {
       var height = (depthMax + 1) * rowHeight;
       var svg = '<svg width="' + width + '" height="' + height + '" role="img" aria-label="' + esc(label) + '">' +
         rects.map(function (r) {
-          var row = r.row;
-          var fill = row.kind === 'thread' ? '#c7d7f0' : row.kind === 'category' ? '#bfe3c9'
+          var row = r.row, painted = paint && row.kind !== 'thread' ? paint(row) : null;
+          var fill = painted ? painted.fill : row.kind === 'thread' ? '#c7d7f0' : row.kind === 'category' ? '#bfe3c9'
             : row.isApp ? flameColor(row.name) : '#d5d5da';
           var text = r.w > 36 ? truncate(row.name, Math.floor((r.w - 6) / 6.4)) : '';
           return '<g data-key="' + esc(row.key) + '" data-kind="' + esc(row.kind || '') + '" data-app="' +
-            (row.isApp ? 1 : 0) + '"><title>' + esc(row.name + (row.module ? ' [' + row.module + ']' : '') +
-            ' — ' + format(row.total) + ' (' + percent(row.total, total) + ')') + '</title><rect x="' + r.x.toFixed(1) +
+            (row.isApp ? 1 : 0) + '"' + (painted ? ' data-change="' + painted.change + '"' : '') + '><title>' +
+            esc(row.name + (row.module ? ' [' + row.module + ']' : '') + ' — ' + format(row.total) + ' (' +
+            percent(row.total, total) + ')' + (painted ? '; ' + painted.note : '')) + '</title><rect x="' + r.x.toFixed(1) +
             '" y="' + r.depth * rowHeight + '" width="' + r.w.toFixed(1) + '" height="' + (rowHeight - 1) +
             '" fill="' + fill + '"></rect>' + (text ? '<text x="' + (r.x + 3).toFixed(1) + '" y="' +
             (r.depth * rowHeight + 12) + '">' + esc(text) + '</text>' : '') + '</g>';
         }).join('') + '</svg>';
       return { svg: svg, rects: rects.length, total: total };
     }
+
+    // Red for a function that gained self time against the baseline, blue for one that lost
+    // it, deeper the more it moved (against the largest move); grey when it did not move.
+    CallTreePanel.prototype.changePaint = function () {
+      var shares = this.shares, largest = Math.max(this.maxChange, 0.5);
+      return function (row) {
+        var change = shares.get(row.name + '\u0000' + row.module);
+        if (change === undefined) return { fill: '#e4e4e8', change: 'none', note: 'not the program\'s, or no self time' };
+        var sign = change > 0 ? '+' : '';
+        var note = 'self ' + sign + change.toFixed(1) + ' points against the baseline';
+        if (Math.abs(change) < 0.05) return { fill: '#e4e4e8', change: 'same', note: note };
+        var depth = Math.min(1, Math.abs(change) / largest);
+        var light = (92 - depth * 40).toFixed(0);
+        return change > 0 ? { fill: 'hsl(4,80%,' + light + '%)', change: 'more', note: note }
+          : { fill: 'hsl(214,80%,' + light + '%)', change: 'less', note: note };
+      };
+    };
 
     function findRow(roots, key) {
       var work = roots.slice();

@@ -233,7 +233,7 @@ extension HTMLReport {
           if (k === 'minimumCount' && isNum(v)) return [known[k], 'up to ' + v];
           return [known[k], shown(v)];
         });
-      var drawn = ['rows', 'functionChanges', 'allocationChanges'];
+      var drawn = ['rows', 'functionChanges', 'functionShares', 'allocationChanges'];
       Object.keys(c).forEach(function (k) {
         if (!(k in known) && drawn.indexOf(k) < 0) pairs.push([k, shown(c[k])]);
       });
@@ -359,6 +359,13 @@ extension HTMLReport {
           result.search = { query: word, rows: document.querySelectorAll('#calltree .ct-row.match').length };
           search.value = '';
           search.dispatchEvent(new Event('input'));
+          if ($('flame-diff')) {
+            // Each frame the differential colouring painted: its function and the way it moved.
+            result.flameChanges = Array.prototype.slice.call(document.querySelectorAll('#flame g[data-change]'))
+              .map(function (g) {
+                return { title: g.querySelector('title').textContent, change: g.dataset.change };
+              }).slice(0, 500);
+          }
           var rect = document.querySelector('#flame g');
           if (rect) {
             rect.querySelector('rect').dispatchEvent(new MouseEvent('click', { bubbles: true }));
