@@ -192,7 +192,16 @@ struct LeakCorpusReleaseTests {
       #expect(result.status == 0, "\(result.standardError)")
       return try JSONDecoder().decode(Report.self, from: Data(result.standardOutput.utf8))
     }
-    let checked = try run(["--leak-check-at-marks"])
+    // A check may lag (docs/heap-scan.md: the scenario's own thread is a root while it
+    // waits, and a stale slot there can hold the newest cycle until the end; once in a
+    // loaded suite's run, the last check saw 2 of 3): a lagging run is run again, twice at
+    // most. A check that sees more than was leaked is never retried.
+    var checked = try run(["--leak-check-at-marks"])
+    for _ in 0..<2 {
+      let seen = (checked.leaks?.checks ?? []).map { $0.cycles.reduce(0) { $0 + $1.instances } }
+      guard seen.count == 4, zip(seen, [0, 1, 2, 3]).allSatisfy({ $0 <= $1 }), seen != [0, 1, 2, 3] else { break }
+      checked = try run(["--leak-check-at-marks"])
+    }
     let checks = try #require(checked.leaks?.checks)
     #expect(
       checks.map(\.label) == [

@@ -189,8 +189,10 @@ extension ProcessWideRecording {
 
     @Test("why is it still alive: a global, its array, the instances")
     func retainersOfAGlobalsRecords() throws {
-      // Retried like the corpus cases: another thread of this test process can hold a stale
-      // word naming one record, a shorter path for that instance (seen once in a suite's run).
+      // In this process other suites' threads can hold stale words naming a record (a
+      // shorter path for that instance), and malloc hands the retry the same addresses: 98 of
+      // 100 in three attempts of one loaded suite's run. The bulk must hang from the global;
+      // LeakCorpusReleaseTests.retainers checks the whole path in a process of its own.
       let throughTheGlobal = { (report: LeaksReport) in
         report.retainers(of: "RetainedRecord").first?.paths.first?.instances == 100
       }
@@ -198,13 +200,45 @@ extension ProcessWideRecording {
       let retainers = try #require(report.retainers(of: "RetainedRecord").first, "\(report.retainers ?? [])")
       #expect(retainers.instances == 100 && retainers.examined == 100)
       let path = try #require(retainers.paths.first)
-      #expect(path.instances == 100)
+      #expect(path.instances >= 95, "\(retainers.paths.map { "\($0.instances): \($0.chain)" })")
       #expect(path.root.kind == "global" && (path.root.name ?? "").contains("RetainedRegistry.records"), "\(path)")
       #expect(path.steps.map(\.type).first?.hasPrefix("Swift._ContiguousArrayStorage") == true, "\(path)")
       #expect(path.steps.last == .init(type: "LeakCorpusCases.RetainedRecord", reference: "element"), "\(path)")
       // The unqualified name and the module-qualified one find the same entry.
       #expect(report.retainers(of: "LeakCorpusCases.RetainedRecord") == [retainers])
-      #expect(retainers.textLines().last?.contains("100 of 100: global ") == true, "\(retainers.textLines())")
+      #expect(
+        retainers.textLines().contains { $0.contains("\(path.instances) of 100: global ") }, "\(retainers.textLines())")
+    }
+
+    final class HeldByACBlock {
+      var value = 0
+    }
+    nonisolated(unsafe) static var cTable: UnsafeMutableRawPointer?
+
+    @inline(never) static func holdInACBlock() {
+      let block = malloc(48)!
+      memset(block, 0, 48)
+      block.storeBytes(of: Unmanaged.passRetained(HeldByACBlock()).toOpaque(), as: UnsafeMutableRawPointer.self)
+      cTable = block
+    }
+
+    /// A block that is no Swift object names its own type only by size: the path says which
+    /// function allocated it.
+    @Test("why is it still alive: a C block on the path names the function that allocated it")
+    func retainersThroughACBlock() throws {
+      defer {
+        if let table = Self.cTable {
+          Unmanaged<HeldByACBlock>.fromOpaque(table.load(as: UnsafeMutableRawPointer.self)).release()
+          free(table)
+          Self.cTable = nil
+        }
+      }
+      let report = try Self.record(symbolizer: try Symbolizer(), Self.holdInACBlock)
+      let path = try #require(report.retainers(of: "HeldByACBlock").first?.paths.first, "\(report.retainers ?? [])")
+      let table = try #require(path.steps.first)
+      #expect(table.type.hasPrefix("Malloc "), "\(path)")
+      #expect(table.allocatedBy?.contains("holdInACBlock") == true, "\(path)")
+      #expect(path.chain.contains(" from "), "\(path.chain)")
     }
 
     @Test func cycleReachableFromAGlobalIsNotALeak() throws {

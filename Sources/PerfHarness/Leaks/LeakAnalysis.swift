@@ -188,6 +188,28 @@ enum LeakAnalysis {
       }
     }
 
+    // Stacks are symbolized once per stack id.
+    let symbolizing = AllocationsAnalysis()
+    var stackCache: [UInt32: [AllocationsReport.StackFrame]] = [:]
+    func stackOf(_ node: Int) -> [AllocationsReport.StackFrame] {
+      let id = block(node).stackID
+      if id == 0 { return [] }
+      if let cached = stackCache[id] { return cached }
+      let frames = symbolizing.symbolize(recording.stacks[id] ?? [], symbolizer: symbolizer)
+      stackCache[id] = frames
+      return frames
+    }
+
+    // libdispatch's cache of continuations it has run: stale contexts, not references.
+    for node in DispatchContinuationCache.cachedNodes(
+      graph: graph, block: block, allocator: { stackOf($0).first?.symbol })
+    {
+      for edge in Int(graph.edgeStart[node])..<Int(graph.edgeStart[node + 1])
+      where graph.edgeOffset[edge] & UInt32(CPerfHeapScan_EdgeOffsetMask) != 16 {
+        edgeKind[edge] = .notAReference
+      }
+    }
+
     // Reachability from the roots through everything but weak references.
     var reachable = [Bool](repeating: false, count: nodeCount)
     var stack: [UInt32] = []
@@ -211,17 +233,6 @@ enum LeakAnalysis {
     }.map { UInt32($0) }
     markReachable(from: rootNodes)
 
-    // Stacks are symbolized once per stack id.
-    let symbolizing = AllocationsAnalysis()
-    var stackCache: [UInt32: [AllocationsReport.StackFrame]] = [:]
-    func stackOf(_ node: Int) -> [AllocationsReport.StackFrame] {
-      let id = block(node).stackID
-      if id == 0 { return [] }
-      if let cached = stackCache[id] { return cached }
-      let frames = symbolizing.symbolize(recording.stacks[id] ?? [], symbolizer: symbolizer)
-      stackCache[id] = frames
-      return frames
-    }
     func typeName(_ node: Int) -> String { categories[Int(nodeCategory[node])].name }
 
     // Suppressions: suppressed leaked blocks become roots.
@@ -403,7 +414,8 @@ enum LeakAnalysis {
       ? nil
       : describeRetainers(
         graph: graph, roots: rootNodes, keepsAlive: { edgeKind[$0].keepsAlive }, block: block,
-        category: { categories[Int(nodeCategory[$0])] }, namer: &namer, symbolizer: symbolizer)
+        category: { categories[Int(nodeCategory[$0])] }, namer: &namer, symbolizer: symbolizer,
+        allocatedBy: { node in stackOf(node).first.map { "\($0.symbol) [\($0.module)]" } })
 
     return LeaksReport(
       leakedCount: leaked.count, leakedBytes: leakedBytes, rootLeaks: rootLeaks,
@@ -428,7 +440,8 @@ enum LeakAnalysis {
   /// closure context allocated while recording.
   static func describeRetainers(
     graph: HeapGraph, roots: [UInt32], keepsAlive: (Int) -> Bool, block: (Int) -> RecordedBlock,
-    category: (Int) -> AllocationCategory, namer: inout EdgeNamer, symbolizer: Symbolizer?
+    category: (Int) -> AllocationCategory, namer: inout EdgeNamer, symbolizer: Symbolizer?,
+    allocatedBy: (Int) -> String? = { _ in nil }
   ) -> [LeaksReport.Retainers] {
     let paths = RetainerPaths(graph: graph, seeds: roots, keepsAlive: keepsAlive)
     var nodesByType: [String: [Int]] = [:]
@@ -496,7 +509,9 @@ enum LeakAnalysis {
                 for: block(previous), category: category(previous), offset: offset, graph: graph, node: previous)
               ?? "+\(offset)"
           }
-          steps.append(.init(type: category(step).name, reference: reference))
+          // A C block on the path says who made it: the Swift types name themselves.
+          let made = category(step).kind == .malloc ? allocatedBy(step) : nil
+          steps.append(.init(type: category(step).name, reference: reference, allocatedBy: made))
           previous = step
         }
         let path = LeaksReport.Retainers.Path(root: root(of: first.node), steps: steps, instances: 1)

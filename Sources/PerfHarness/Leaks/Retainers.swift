@@ -35,6 +35,9 @@ extension LeaksReport {
       public var type: String
       /// Stored property name, "capture #k", "element", or "+offset" when unnamed.
       public var reference: String?
+      /// For a block that is no Swift object (a C library's malloc), the function that
+      /// allocated it, `symbol [module]`, where the recording kept its stack.
+      public var allocatedBy: String? = nil
     }
   }
 
@@ -66,7 +69,11 @@ extension LeaksReport.Retainers.Path {
     case "older block": start = (root.name ?? "a block") + " allocated before the recording"
     default: start = "a thread's stack or registers"
     }
-    return ([start] + steps.map { step in (step.reference.map { "(\($0)) " } ?? "") + step.type })
+    return
+      ([start]
+      + steps.map { step in
+        (step.reference.map { "(\($0)) " } ?? "") + step.type + (step.allocatedBy.map { " from \($0)" } ?? "")
+      })
       .joined(separator: " → ")
   }
 }
