@@ -57,7 +57,9 @@ struct FieldLayoutReader {
     return best
   }
 
-  private static func relative(_ address: UInt) -> UInt? {
+  /// The target of a 32-bit relative pointer at `address` (the runtime's descriptors use
+  /// them); nil for a null one.
+  static func relative(_ address: UInt) -> UInt? {
     let delta = Int(UnsafeRawPointer(bitPattern: address)!.load(as: Int32.self))
     if delta == 0 { return nil }
     return UInt(bitPattern: Int(bitPattern: address) &+ delta)

@@ -201,9 +201,17 @@ enum LeakAnalysis {
     }
 
     // libdispatch's cache of continuations it has run: stale contexts, not references.
-    for node in DispatchContinuationCache.cachedNodes(
-      graph: graph, block: block, allocator: { stackOf($0).first?.symbol })
-    {
+    // Only the allocating frame is named, once per address: a check does this while the
+    // scenario waits.
+    var allocatorNames: [UInt: String] = [:]
+    func allocator(_ node: Int) -> String? {
+      guard let address = recording.stacks[block(node).stackID]?.first else { return nil }
+      if let known = allocatorNames[address] { return known }
+      let name = symbolizing.symbolize([address], symbolizer: symbolizer).first?.symbol ?? ""
+      allocatorNames[address] = name
+      return name
+    }
+    for node in DispatchContinuationCache.cachedNodes(graph: graph, block: block, allocator: allocator) {
       for edge in Int(graph.edgeStart[node])..<Int(graph.edgeStart[node + 1])
       where graph.edgeOffset[edge] & UInt32(CPerfHeapScan_EdgeOffsetMask) != 16 {
         edgeKind[edge] = .notAReference

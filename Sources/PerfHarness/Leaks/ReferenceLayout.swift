@@ -116,7 +116,7 @@ struct ReferenceLayoutReader {
     guard descriptor.load(as: UInt32.self) & 0x1F == 18 else { return nil }  // ContextDescriptorKind.enum
     let payloadCases = Int(descriptor.load(fromByteOffset: 20, as: UInt32.self) & 0x00FF_FFFF)
     if payloadCases == 0 { return [] }
-    guard let fieldDescriptor = Self.relative(description + 16) else { return nil }
+    guard let fieldDescriptor = FieldLayoutReader.relative(description + 16) else { return nil }
     let fields = UnsafeRawPointer(bitPattern: fieldDescriptor)!
     let recordSize = Int(fields.load(fromByteOffset: 10, as: UInt16.self))
     let count = Int(fields.load(fromByteOffset: 12, as: UInt32.self))
@@ -129,7 +129,7 @@ struct ReferenceLayoutReader {
         wordStarts.insert(0)
         continue
       }
-      guard let name = Self.relative(record + 4), let length = FieldLayoutReader.mangledNameLength(name),
+      guard let name = FieldLayoutReader.relative(record + 4), let length = FieldLayoutReader.mangledNameLength(name),
         let payload = _getTypeByMangledNameInContext(
           UnsafePointer(bitPattern: name)!, UInt(length), genericContext: descriptor,
           genericArguments: raw + 16)  // a value type's generic arguments follow its descriptor
@@ -144,12 +144,6 @@ struct ReferenceLayoutReader {
       }
     }
     return wordStarts.sorted().map { $0..<($0 + 8) }
-  }
-
-  private static func relative(_ address: UInt) -> UInt? {
-    let delta = Int(UnsafeRawPointer(bitPattern: address)!.load(as: Int32.self))
-    if delta == 0 { return nil }
-    return UInt(bitPattern: Int(bitPattern: address) &+ delta)
   }
 
   /// The ranges of `fields` (in [from, size)) that may hold a reference; nil when the
