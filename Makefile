@@ -61,14 +61,15 @@ test: setup lint
 ##   under it and nothing that records allocations or leaks can run (the recorder suites,
 ##   the end-to-end scenario tests, the report fuzzer's seed run). TSan also defers signal
 ##   handlers to its own safe points, so the sampler runs but its stacks are TSan's: the
-##   nine tests of sample accuracy are skipped. Symbolizer tests see TSan's backtrace
+##   tests of sample accuracy disable themselves under TSan (trait
+##   `.samplesWhereTheSignalLands`, Tests/PerfHarnessTests/ThreadSanitizerTrait.swift).
+##   Symbolizer tests see TSan's backtrace
 ##   interceptor; PhotoSearch's Mutex is invisible to TSan on Linux (false reports).
 TSAN_SUITES := CallTreeTests|SymbolNameTests|ThresholdsTests|FuzzThresholdsTests|LeakSuppressionsTests|SamplingSessionTests|TimeProfilerTests|FoldedStacksTests|CallTreeTextTests|SpeedscopeTests
-TSAN_SKIP := fastUnwinderMatchesLibunwindOnDeepRecursion|leavesWithoutUnwindInfoMatchLibunwind|epiloguesAfterPopTakeTheFastPath|framesNoRuleFitsAreDeferredNotUnwoundInTheHandler|reusedWalksMatchLibunwindWhenStacksChange|deferredSamplesFinishedFromTheLastWalkMatchLibunwind|rulesGivenToWholeRowsMatchLibunwind|callerFramesWithoutUnwindInfoAreWalkedNotDeferred|TimeProfilerTests.knownSplit
 test-tsan: setup
 	$(SWIFT) build --build-tests --sanitize=thread --scratch-path .build-tsan
 	$(SWIFT) test --skip-build --sanitize=thread --scratch-path .build-tsan \
-	  --filter '$(TSAN_SUITES)' --skip '$(TSAN_SKIP)'
+	  --filter '$(TSAN_SUITES)'
 
 ## bench: overhead figures against their targets; regenerates docs/measurements.md's table.
 bench: setup

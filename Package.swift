@@ -24,7 +24,7 @@ let package = Package(
     // C primitives: only what must be C (signal handler, unwinding, libdw access).
     .target(
       name: "CPerfSampler",
-      dependencies: ["CPerfClock"],
+      dependencies: ["CPerfSupport"],
       cSettings: [.define("_GNU_SOURCE")],
       // gcc_s before unwind: libunwind must not replace libgcc_s's _Unwind_* for the
       // whole process (docs/design.md, "Linking"). libdw reads CFI rows' ranges off the handler.
@@ -32,11 +32,12 @@ let package = Package(
     ),
     // The malloc-family interposer and the Swift allocation hook: linked into the
     // executable, they see every library's allocations without LD_PRELOAD.
-    .target(name: "CPerfAlloc", dependencies: ["CPerfClock"], cSettings: [.define("_GNU_SOURCE")]),
-    // The TSC calibrated against CLOCK_MONOTONIC, for both recorders' timestamps.
-    .target(name: "CPerfClock"),
+    .target(name: "CPerfAlloc", dependencies: ["CPerfSupport"], cSettings: [.define("_GNU_SOURCE")]),
+    // What every C recorder shares: the TSC calibrated against CLOCK_MONOTONIC, one error
+    // type, a malloc-free reader of /proc/self/maps, signal chaining, a spinlock.
+    .target(name: "CPerfSupport", cSettings: [.define("_GNU_SOURCE")]),
     // The leaks instrument's conservative heap-graph scanner (roots, thread parking).
-    .target(name: "CPerfHeapScan", cSettings: [.define("_GNU_SOURCE")]),
+    .target(name: "CPerfHeapScan", dependencies: ["CPerfSupport"], cSettings: [.define("_GNU_SOURCE")]),
     // The scenario child's crash handler: a dying scenario still hands over its partial report.
     .target(name: "CPerfCrash", cSettings: [.define("_GNU_SOURCE")]),
     .target(
@@ -49,7 +50,7 @@ let package = Package(
     .target(
       name: "PerfHarness",
       dependencies: [
-        "CPerfSampler", "CPerfSymbols", "CPerfAlloc", "CPerfHeapScan", .product(name: "Yams", package: "Yams"),
+        "CPerfSupport", "CPerfSampler", "CPerfSymbols", "CPerfAlloc", "CPerfHeapScan", .product(name: "Yams", package: "Yams"),
       ]),
     // Text, JSON, HTML and export renderers.
     .target(

@@ -354,7 +354,7 @@ extension ProcessWideRecording {
     /// A thread's last walk is reused only where the stack still holds it: stacks that
     /// change between samples (depth, call sites, a shared outer part) must still come out
     /// exactly as libunwind sees them.
-    @Test func reusedWalksMatchLibunwindWhenStacksChange() throws {
+    @Test(.samplesWhereTheSignalLands) func reusedWalksMatchLibunwindWhenStacksChange() throws {
       let mine = try Self.verifiedSamples {
         var generator = SystemRandomNumberGenerator()
         let start = Self.threadCPUNanoseconds()
@@ -396,14 +396,14 @@ extension ProcessWideRecording {
     /// A sample on a PC without a rule copies the stack only up to a caller frame of the
     /// thread's last walk that the stack still holds, and is finished from there: those
     /// stacks too must come out exactly as libunwind sees them.
-    @Test func deferredSamplesFinishedFromTheLastWalkMatchLibunwind() throws {
+    @Test(.samplesWhereTheSignalLands) func deferredSamplesFinishedFromTheLastWalkMatchLibunwind() throws {
       try Self.expectRejoinedStacksMatchLibunwind { _ = Self.variedLibraryWork(25, 400_000_000) }
     }
 
     /// A rule learned on a stack copy is given to the whole range of its CFI row: samples
     /// at addresses never met before then take rules no frame of theirs was learned from,
     /// and their stacks must still come out exactly as libunwind sees them.
-    @Test func rulesGivenToWholeRowsMatchLibunwind() throws {
+    @Test(.samplesWhereTheSignalLands) func rulesGivenToWholeRowsMatchLibunwind() throws {
       let mine = try Self.verifiedSamples {
         _ = Self.variedLibraryWork(25, 400_000_000)
       }
@@ -430,7 +430,7 @@ extension ProcessWideRecording {
     /// chain, with a made-up stack pointer, so the walk on the partial copy never reaches the
     /// last walk's frame at its stack pointer. Those stacks too must come out as libunwind's,
     /// and be finished from the last walk rather than given up.
-    @Test func leavesWithoutUnwindInfoMatchLibunwind() throws {
+    @Test(.samplesWhereTheSignalLands) func leavesWithoutUnwindInfoMatchLibunwind() throws {
       try Self.expectRejoinedStacksMatchLibunwind {
         Self.blackHole(UnwindCases_spinInLeafWithoutUnwindInfo(400_000_000))
       }
@@ -441,7 +441,7 @@ extension ProcessWideRecording {
     /// The register holds the caller's rbp there, so those PCs get a rule and their samples
     /// the fast path (they took libunwind in the handler, 15-40 µs each, when no rule shape
     /// fit), with libunwind's stacks.
-    @Test func epiloguesAfterPopTakeTheFastPath() throws {
+    @Test(.samplesWhereTheSignalLands) func epiloguesAfterPopTakeTheFastPath() throws {
       // About half of the samples land in the epilogue's loop.
       try Self.expectFastPathWithLibunwindStacks {
         Self.blackHole(UnwindCases_spinAfterPopInEpilogue(400_000_000))
@@ -465,7 +465,7 @@ extension ProcessWideRecording {
     /// through with its own fallback), a sample is deferred with a copy of the whole stack
     /// and finished with libunwind's step on the copy: not unw_backtrace in the handler
     /// (30-50 µs each), and with libunwind's stacks.
-    @Test func framesNoRuleFitsAreDeferredNotUnwoundInTheHandler() throws {
+    @Test(.samplesWhereTheSignalLands) func framesNoRuleFitsAreDeferredNotUnwoundInTheHandler() throws {
       try Self.expectFastPathWithLibunwindStacks {
         Self.blackHole(UnwindCases_spinInLoopWithoutUnwindInfo(400_000_000))
       }
@@ -474,7 +474,7 @@ extension ProcessWideRecording {
     /// A caller frame without unwind information, where libunwind follows the frame-pointer
     /// chain, gets a frame-pointer rule: its samples are walked in the handler, not deferred
     /// with a copy of the whole stack each time, and come out as libunwind's stacks.
-    @Test func callerFramesWithoutUnwindInfoAreWalkedNotDeferred() throws {
+    @Test(.samplesWhereTheSignalLands) func callerFramesWithoutUnwindInfoAreWalkedNotDeferred() throws {
       try Self.expectFastPathWithLibunwindStacks {
         Self.blackHole(UnwindCases_spinUnderFrameWithoutUnwindInfo(400_000_000))
       }
@@ -485,7 +485,7 @@ extension ProcessWideRecording {
 
     /// The fast unwinder (per-PC rules applied to the interrupted stack) must produce the
     /// same stacks as unw_backtrace: verify mode computes both for every sample.
-    @Test func fastUnwinderMatchesLibunwindOnDeepRecursion() throws {
+    @Test(.samplesWhereTheSignalLands) func fastUnwinderMatchesLibunwindOnDeepRecursion() throws {
       let mine = try Self.verifiedSamples {
         _ = Self.recurse(150, 300_000_000)
       }

@@ -19,6 +19,7 @@
 #ifndef CPERFALLOC_H
 #define CPERFALLOC_H
 
+#include "CPerfSupport.h"
 #include <stddef.h>
 #include <stdint.h>
 // Declares the functions this target defines that <stdlib.h> does not (memalign,
@@ -64,11 +65,8 @@ typedef enum CPerfAlloc_ErrorCode {
   CPerfAlloc_ErrorState = 5,
 } CPerfAlloc_ErrorCode;
 
-typedef struct CPerfAlloc_Error {
-  int32_t code;      // CPerfAlloc_ErrorCode
-  int32_t sysErrno;  // errno of the failing call, 0 if none
-  const char *call;  // static string: the failing call or the bad parameter
-} CPerfAlloc_Error;
+/// code: a CPerfAlloc_ErrorCode.
+typedef CPerfSupport_Error CPerfAlloc_Error;
 
 enum {
   /// The block was allocated by the Swift runtime for an object; `metadata` is its

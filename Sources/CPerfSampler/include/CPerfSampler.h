@@ -7,6 +7,7 @@
 #ifndef CPERFSAMPLER_H
 #define CPERFSAMPLER_H
 
+#include "CPerfSupport.h"
 #include <stddef.h>
 #include <stdint.h>
 
@@ -69,11 +70,8 @@ typedef enum CPerfSampler_ErrorCode {
   CPerfSampler_ErrorState = 7,
 } CPerfSampler_ErrorCode;
 
-typedef struct CPerfSampler_Error {
-  int32_t code;      // CPerfSampler_ErrorCode
-  int32_t sysErrno;  // errno of the failing call, 0 if none
-  const char *call;  // static string: the failing call or the bad parameter
-} CPerfSampler_Error;
+/// code: a CPerfSampler_ErrorCode.
+typedef CPerfSupport_Error CPerfSampler_Error;
 
 /// One record in the arena; `frameCount` frames (uint64_t each) follow it directly.
 /// frames[0] is the interrupted PC, the rest are return addresses (leaf first).

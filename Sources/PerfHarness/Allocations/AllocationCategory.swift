@@ -1,4 +1,5 @@
 import CPerfAlloc
+import CPerfSupport
 import Foundation
 
 #if canImport(Glibc)
@@ -220,28 +221,21 @@ struct SwiftMetadataNamer {
   private static func mappedRanges() -> (
     readable: [(start: UInt, end: UInt)], executable: [(start: UInt, end: UInt)], images: [(start: UInt, end: UInt)]
   ) {
-    guard let file = fopen("/proc/self/maps", "r") else { return ([], [], []) }
-    defer { fclose(file) }
+    var reader = CPerfSupport_MapsReader()
+    guard CPerfSupport_mapsOpen(&reader) else { return ([], [], []) }
+    defer { CPerfSupport_mapsClose(&reader) }
     let executablePath = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")
     var ranges: [(start: UInt, end: UInt)] = []
     var executable: [(start: UInt, end: UInt)] = []
     var images: [(start: UInt, end: UInt)] = []
-    var line = [CChar](repeating: 0, count: 4096)
-    while fgets(&line, Int32(line.count), file) != nil {
-      let text = String(decoding: line.prefix { $0 != 0 && $0 != 0x0A }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-      let fields = text.split(separator: " ", maxSplits: 5, omittingEmptySubsequences: true)
-      guard fields.count >= 2 else { continue }
-      let bounds = fields[0].split(separator: "-")
-      guard bounds.count == 2, let start = UInt(bounds[0], radix: 16), let end = UInt(bounds[1], radix: 16)
-      else { continue }
-      if fields.count == 6, let executablePath, fields[5].trimmingCharacters(in: .whitespaces) == executablePath {
-        executable.append((start, end))
-      }
-      if fields[1].first == "r" {
-        ranges.append((start, end))
-        if fields.count == 6, fields[5].trimmingCharacters(in: .whitespaces).hasPrefix("/") {
-          images.append((start, end))
-        }
+    var mapping = CPerfSupport_Mapping()
+    while CPerfSupport_mapsNext(&reader, &mapping) {
+      let range = (start: UInt(mapping.start), end: UInt(mapping.end))
+      let path = String(cString: mapping.path)
+      if let executablePath, path == executablePath { executable.append(range) }
+      if mapping.readable {
+        ranges.append(range)
+        if path.hasPrefix("/") { images.append(range) }
       }
     }
     images.sort { $0.start < $1.start }

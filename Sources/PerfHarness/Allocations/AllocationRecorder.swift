@@ -150,7 +150,11 @@ final class AllocationRecorder: Sendable {
       maxDepth: Int32(maxDepth), timelineIntervalUs: UInt32(timelineIntervalMicroseconds), timelineCapacity: 0)
     var error = CPerfAlloc_Error()
     let status = CPerfAlloc_start(&config, &error)
-    guard status == Int32(CPerfAlloc_OK.rawValue) else { throw AllocationRecorderError(status: status, error: error) }
+    guard status == Int32(CPerfAlloc_OK.rawValue) else {
+      throw AllocationRecorderError(
+        status: status, error: error, busy: CPerfAlloc_ErrorBusy.rawValue, system: CPerfAlloc_ErrorSystem.rawValue,
+        state: CPerfAlloc_ErrorState.rawValue, running: "allocation recording")
+    }
     return ignoringAllocations { AllocationRecorder(mode: mode, maxDepth: maxDepth) }
   }
 
@@ -339,23 +343,5 @@ final class AllocationRecorder: Sendable {
       lostFreedKeys: Int(stats.lostFreedKeys), lostTimeline: Int(stats.lostTimeline),
       blockTableBytes: Int(stats.blockTableBytes), stackTableBytes: Int(stats.stackTableBytes),
       swiftObjectSites: Int(stats.swiftObjectSites), preexistingBlocks: preexistingBlocks)
-  }
-}
-
-extension AllocationRecorderError {
-  init(status: Int32, error: CPerfAlloc_Error) {
-    let call = error.call.map { String(cString: $0) } ?? "unknown"
-    switch status {
-    case Int32(CPerfAlloc_ErrorBusy.rawValue):
-      self.init(
-        code: .alreadyRunning,
-        message: "another allocation recording is already running in this process; stop it first", errnoValue: nil)
-    case Int32(CPerfAlloc_ErrorSystem.rawValue):
-      self.init(code: .systemCallFailed, message: "\(call) failed", errnoValue: error.sysErrno)
-    case Int32(CPerfAlloc_ErrorState.rawValue):
-      self.init(code: .invalidState, message: call, errnoValue: nil)
-    default:
-      self.init(code: .invalidConfiguration, message: "invalid \(call)", errnoValue: nil)
-    }
   }
 }

@@ -142,7 +142,9 @@ final class SamplingSession: Sendable {
     var error = CPerfSampler_Error()
     let status = CPerfSampler_start(&config, &error)
     guard status == Int32(CPerfSampler_OK.rawValue) else {
-      throw SamplingError(status: status, error: error)
+      throw SamplingError(
+        status: status, error: error, busy: CPerfSampler_ErrorBusy.rawValue, system: CPerfSampler_ErrorSystem.rawValue,
+        state: CPerfSampler_ErrorState.rawValue, running: "sampling session")
     }
     return SamplingSession(configuration: configuration)
   }
@@ -286,24 +288,6 @@ final class SamplingSession: Sendable {
     withUnsafeBytes(of: tuple) { raw in
       let bytes = raw.prefix { $0 != 0 }
       return String(decoding: bytes, as: UTF8.self)
-    }
-  }
-}
-
-extension SamplingError {
-  init(status: Int32, error: CPerfSampler_Error) {
-    let call = error.call.map { String(cString: $0) } ?? "unknown"
-    switch status {
-    case Int32(CPerfSampler_ErrorBusy.rawValue):
-      self.init(
-        code: .alreadyRunning, message: "another sampling session is already running in this process; stop it first",
-        errnoValue: nil)
-    case Int32(CPerfSampler_ErrorSystem.rawValue):
-      self.init(code: .systemCallFailed, message: "\(call) failed", errnoValue: error.sysErrno)
-    case Int32(CPerfSampler_ErrorState.rawValue):
-      self.init(code: .invalidState, message: "\(call)", errnoValue: nil)
-    default:
-      self.init(code: .invalidConfiguration, message: "invalid \(call)", errnoValue: nil)
     }
   }
 }

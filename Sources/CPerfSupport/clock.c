@@ -1,16 +1,11 @@
-#include "CPerfClock.h"
+#include "CPerfSupport.h"
+#include "CPerfSupportInline.h"
 
 #include <cpuid.h>
 #include <time.h>
 #include <x86intrin.h>
 
-static uint64_t monotonic_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-bool CPerfClock_tscIsInvariant(void) {
+bool CPerfSupport_tscIsInvariant(void) {
   unsigned a, b, c, d;
   return __get_cpuid(0x80000007, &a, &b, &c, &d) && (d & (1u << 8));
 }
@@ -20,7 +15,7 @@ bool CPerfClock_tscIsInvariant(void) {
 static void clock_pair(uint64_t *ns, uint64_t *tsc) {
   for (int tries = 0;; tries++) {
     uint64_t before = __rdtsc();
-    uint64_t n = monotonic_ns();
+    uint64_t n = CPerfSupport_monotonicNs();
     uint64_t after = __rdtsc();
     if (after - before < 3000 || tries == 100) {
       *ns = n;
@@ -30,7 +25,7 @@ static void clock_pair(uint64_t *ns, uint64_t *tsc) {
   }
 }
 
-bool CPerfClock_calibrate(uint64_t *nsPerTsc32, uint64_t *baseNs, uint64_t *baseTsc) {
+bool CPerfSupport_calibrate(uint64_t *nsPerTsc32, uint64_t *baseNs, uint64_t *baseTsc) {
   uint64_t n0, c0, n1, c1;
   clock_pair(&n0, &c0);
   do clock_pair(&n1, &c1);

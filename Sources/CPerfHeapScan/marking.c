@@ -1,0 +1,212 @@
+// Marking: which blocks the roots reach, and the edges between blocks (what the Swift
+// side turns into the heap graph).
+#include "heap_scan_internal.h"
+
+/// The layout of a Swift object's type, if the caller gave one.
+static inline const CPerfHeapScan_Layout *layout_of(const Scanner *sc, const CPerfHeapScan_Block *blk) {
+  if (!sc->layoutCount || !(blk->flags & CPerfHeapScan_BlockSwiftObject) || blk->size < 16) return NULL;
+  uint64_t metadata = *(const uint64_t *)blk->start;
+  uint64_t lo = 0, hi = sc->layoutCount;
+  while (lo < hi) {
+    uint64_t mid = (lo + hi) / 2;
+    if (sc->layouts[mid].metadata < metadata) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo < sc->layoutCount && sc->layouts[lo].metadata == metadata ? &sc->layouts[lo] : NULL;
+}
+
+/// Whether word `w` of an object with layout `layout` cannot hold a reference.
+static inline int layout_excludes(const Scanner *sc, const CPerfHeapScan_Layout *layout, uint64_t w) {
+  if (!layout || w >= layout->words) return 0;
+  uint64_t bit = (uint64_t)layout->firstBit + w;
+  return (int)((sc->layoutBits[bit >> 6] >> (bit & 63)) & 1);
+}
+
+/// Whether the word at `address` still holds `value`, the value it held when the
+/// snapshot was taken (and not a pointer into a block live then: see CPerfHeapScan.h).
+static inline int unchanged_since_snapshot(Scanner *sc, uint64_t address, uint64_t value) {
+  const CPerfHeapScan_Snapshot *snap = sc->snapshot;
+  if (!snap || snap->rangeCount == 0 || value == 0) return 0;
+  const CPerfHeapScan_SnapshotRange *r = snap->ranges;
+  uint64_t i = sc->snapshotCursor;
+  if (i >= snap->rangeCount || address < r[i].start || address >= r[i].end) {
+    int64_t lo = 0, hi = (int64_t)snap->rangeCount - 1, found = -1;
+    while (lo <= hi) {
+      int64_t mid = (lo + hi) >> 1;
+      if (r[mid].start <= address) {
+        found = mid;
+        lo = mid + 1;
+      } else {
+        hi = mid - 1;
+      }
+    }
+    if (found < 0 || address >= r[found].end) return 0;
+    i = (uint64_t)found;
+    sc->snapshotCursor = i;
+  }
+  return snap->words[r[i].firstWord + (address - r[i].start) / 8] == value;
+}
+
+/// A root word naming a block allocated after the snapshot, unchanged since the
+/// snapshot: written before that block existed, so it is a stale copy of an address
+/// that was reused, not a reference.
+static inline int stale_root_word(Scanner *sc, uint64_t address, uint64_t raw, int64_t target) {
+  if (!sc->snapshot || (sc->ix->blocks[target].flags & CPerfHeapScan_BlockHolder)) return 0;
+  if (!unchanged_since_snapshot(sc, address, raw)) return 0;
+  sc->staleWords++;
+  return 1;
+}
+
+void scan_root_range(Scanner *sc, uint64_t start, uint64_t end, uint8_t mark, int startsOnly) {
+  const Index *ix = sc->ix;
+  start = (start + 7) & ~7ull;
+  end &= ~7ull;
+  for (uint64_t a = start; a < end; a += 8) {
+    uint64_t v = *(const volatile uint64_t *)a & POINTER_MASK;
+    if (v - ix->minStart >= ix->maxEnd - ix->minStart) continue;
+    int64_t b = index_find(ix, v);
+    if (b >= 0 && startsOnly && v != ix->blocks[b].start) continue;
+    if (b >= 0 && !(sc->marks[b] & CPerfHeapScan_MarkFreed)) {
+      if (sc->rootSources && !sc->rootSources[b]) sc->rootSources[b] = a;
+      sc->marks[b] |= mark;
+    }
+  }
+}
+
+/// A reference to a Swift object names its start: on x86_64 a multi-payload enum keeps its
+/// tag in the high spare bits (masked off here), never the low ones. Any other pointer into
+/// one is no reference under ARC (bytes that only look like one, such as the rest of an old
+/// pointer under a string copied over it), so heap words are not followed there. Roots
+/// still are: a parked thread may hold only an interior pointer into an object its
+/// caller's frame owns.
+static inline int inside_swift_object(const CPerfHeapScan_Block *target, uint64_t v) {
+  return (target->flags & CPerfHeapScan_BlockSwiftObject) && v != target->start;
+}
+
+void scan_words(Scanner *sc, const uint64_t *words, uint64_t n, uint8_t mark, int checkSnapshot,
+                const CPerfHeapScan_Layout *layout, uint64_t first) {
+  const Index *ix = sc->ix;
+  for (uint64_t i = 0; i < n; i++) {
+    uint64_t v = words[i] & POINTER_MASK;
+    if (v - ix->minStart >= ix->maxEnd - ix->minStart) continue;
+    int64_t b = index_find(ix, v);
+    if (b >= 0 && !(sc->marks[b] & CPerfHeapScan_MarkFreed)) {
+      if (layout_excludes(sc, layout, first + i)) {
+        sc->layoutWords++;
+        continue;
+      }
+      if (mark == CPerfHeapScan_MarkHeldByHolder && inside_swift_object(&ix->blocks[b], v)) continue;
+      if (checkSnapshot && stale_root_word(sc, (uint64_t)&words[i], words[i], b)) continue;
+      if (sc->rootSources && !sc->rootSources[b]) sc->rootSources[b] = (uint64_t)&words[i];
+      sc->marks[b] |= mark;
+    }
+  }
+}
+
+/// The words of an array buffer that hold its header and live elements. Swift sizes the
+/// capacity by malloc_usable_size, so elements may lie past the requested size `n` words
+/// (but inside the chunk). `stride` is the element stride, 0 when unknown.
+static uint64_t array_live_words(const uint64_t *words, uint64_t n, uint64_t stride) {
+  uint64_t count = words[2], capacity = words[3] >> 1;
+  if (capacity == 0 || count > capacity) return n;
+  // glibc's chunk header: size | flags. The usable size is at most size - 8.
+  uint64_t chunk = words[-1] & ~7ull;
+  if (chunk < 48 || chunk < n * 8 || chunk > n * 8 + 8192) return n;  // not a plausible header
+  uint64_t usableWords = (chunk - 8) / 8;
+  // Without the stride, its upper bound: the capacity was computed from the usable size.
+  if (stride == 0) stride = (chunk - 8 - 32) / capacity;
+  uint64_t liveWords = (32 + count * stride + 7) / 8;
+  return liveWords < usableWords ? liveWords : usableWords;
+}
+
+void scan_blocks(Scanner *sc) {
+  const Index *ix = sc->ix;
+  const CPerfHeapScan_Block *blocks = ix->blocks;
+  uint64_t lo = ix->minStart, span = ix->maxEnd - ix->minStart;
+  for (uint64_t i = 0; i < ix->count; i++) {
+    const CPerfHeapScan_Block *blk = &blocks[i];
+    if ((blk->flags & CPerfHeapScan_BlockNoScan) ||
+        (sc->marks[i] & (CPerfHeapScan_MarkSideTable | CPerfHeapScan_MarkUnreadable | CPerfHeapScan_MarkFreed)))
+      continue;
+    const uint64_t *words = (const uint64_t *)blk->start;
+    uint64_t n = blk->size / 8;
+    int swift = (blk->flags & CPerfHeapScan_BlockSwiftObject) != 0;
+    if ((blk->flags & CPerfHeapScan_BlockArrayStorage) && n >= 4 && !(sc->marks[i] & CPerfHeapScan_MarkUnreadable))
+      n = array_live_words(words, n, blk->flags >> CPerfHeapScan_BlockStrideShift);
+    if (blk->flags & CPerfHeapScan_BlockHolder) {
+      // Word 1 of an object is its refcount: never a pointer worth following here.
+      // Only a Swift object's words are checked against the snapshot: its references are
+      // counted, so a word naming freed memory is never a reference that will be rewritten
+      // with the same address, only bytes that were copied in (padding, unused payload). A C
+      // structure may keep a dangling pointer and later store a new block that got the
+      // same address into it.
+      if (swift && n >= 2) {
+        const CPerfHeapScan_Layout *layout = layout_of(sc, blk);
+        scan_words(sc, words, 1, CPerfHeapScan_MarkHeldByHolder, 1, NULL, 0);
+        scan_words(sc, words + 2, n - 2, CPerfHeapScan_MarkHeldByHolder, 1, layout, 2);
+      } else {
+        scan_words(sc, words, n, CPerfHeapScan_MarkHeldByHolder, 0, NULL, 0);
+      }
+      continue;
+    }
+    const CPerfHeapScan_Layout *layout = swift ? layout_of(sc, blk) : NULL;
+    for (uint64_t w = 0; w < n; w++) {
+      if (swift && w == 1) {
+        uint64_t rc = words[1];
+        if ((rc >> 62) == 3) {
+          int64_t st = index_find(ix, (rc & ~(3ull << 62)) << 3);
+          if (st >= 0 && (sc->marks[st] & CPerfHeapScan_MarkSideTable)) {
+            CPerfHeapScan_Edge e = {(uint32_t)i, (uint32_t)st, 8u | CPerfHeapScan_EdgeSideTable};
+            if (vec_push(&sc->edges, &e) != 0) sc->failed = 1;
+          }
+        }
+        continue;
+      }
+      uint64_t v = words[w] & POINTER_MASK;
+      if (v - lo >= span) continue;
+      int64_t b = index_find(ix, v);
+      if (b < 0 || (sc->marks[b] & CPerfHeapScan_MarkFreed)) continue;
+      if (layout_excludes(sc, layout, w)) {
+        sc->layoutWords++;
+        continue;
+      }
+      uint32_t flags = 0;
+      if (v != blocks[b].start) {
+        if ((uint64_t)b == i) continue;  // interior self-pointer (e.g. dictionary storage)
+        if (inside_swift_object(&blocks[b], v)) continue;
+        flags |= CPerfHeapScan_EdgeInterior;
+      }
+      if (sc->marks[b] & CPerfHeapScan_MarkSideTable) flags |= CPerfHeapScan_EdgeWeak;
+      uint64_t off = w * 8;
+      if (off > CPerfHeapScan_EdgeOffsetMask) off = CPerfHeapScan_EdgeOffsetMask;
+      CPerfHeapScan_Edge e = {(uint32_t)i, (uint32_t)b, (uint32_t)off | flags};
+      if (vec_push(&sc->edges, &e) != 0) sc->failed = 1;
+    }
+  }
+}
+
+void classify_blocks(Scanner *sc, const Vec *maps) {
+  const Index *ix = sc->ix;
+  const CPerfHeapScan_Block *blocks = ix->blocks;
+  const Mapping *m = maps->data;
+  uint64_t mi = 0;
+  for (uint64_t i = 0; i < ix->count; i++) {
+    uint64_t start = blocks[i].start, end = start + blocks[i].size;
+    while (mi < maps->count && m[mi].end <= start) mi++;
+    // Adjacent readable mappings may hold one block (e.g. a heap extended in place).
+    uint64_t j = mi, covered = start;
+    while (j < maps->count && m[j].start <= covered && m[j].readable && covered < end) covered = m[j++].end;
+    if (covered < end && blocks[i].size > 0) sc->marks[i] |= CPerfHeapScan_MarkUnreadable;
+  }
+  for (uint64_t i = 0; i < ix->count; i++) {
+    if (!(blocks[i].flags & CPerfHeapScan_BlockSwiftObject) || blocks[i].size < 16) continue;
+    if (sc->marks[i] & CPerfHeapScan_MarkUnreadable) continue;
+    uint64_t rc = ((const uint64_t *)blocks[i].start)[1];
+    if ((rc >> 62) != 3) continue;
+    uint64_t table = (rc & ~(3ull << 62)) << 3;
+    int64_t st = index_find(ix, table);
+    if (st < 0 || blocks[st].start != table || blocks[st].size < 8) continue;
+    if (sc->marks[st] & CPerfHeapScan_MarkUnreadable) continue;
+    if (*(const uint64_t *)table == blocks[i].start) sc->marks[st] |= CPerfHeapScan_MarkSideTable;
+  }
+}

@@ -1,0 +1,47 @@
+#ifndef CPERFSUPPORTINLINE_H
+#define CPERFSUPPORTINLINE_H
+
+// Helpers the recorders' hot paths inline (C only: Swift does not import C atomics).
+
+#include "CPerfSupport.h"
+
+#include <sched.h>
+#include <stdatomic.h>
+#include <time.h>
+
+/// CLOCK_MONOTONIC in nanoseconds (vDSO: async-signal-safe).
+static inline uint64_t CPerfSupport_monotonicNs(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/// A spinlock rather than a pthread mutex: uncontended it is one atomic exchange, and
+/// atfork handlers can take and drop it without any glibc state.
+typedef _Atomic uint32_t CPerfSupport_SpinLock;
+
+static inline void CPerfSupport_spinLock(CPerfSupport_SpinLock *lock) {
+  unsigned spins = 0;
+  while (atomic_exchange_explicit(lock, 1, memory_order_acquire)) {
+    while (atomic_load_explicit(lock, memory_order_relaxed)) {
+      if (++spins > 64) sched_yield();
+      else __builtin_ia32_pause();
+    }
+  }
+}
+
+static inline void CPerfSupport_spinUnlock(CPerfSupport_SpinLock *lock) {
+  atomic_store_explicit(lock, 0, memory_order_release);
+}
+
+/// Fills `error` (if any) and returns `code`.
+static inline int32_t CPerfSupport_fail(CPerfSupport_Error *error, int32_t code, const char *call, int sysErrno) {
+  if (error) {
+    error->code = code;
+    error->sysErrno = sysErrno;
+    error->call = call;
+  }
+  return code;
+}
+
+#endif
