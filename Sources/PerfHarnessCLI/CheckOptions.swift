@@ -13,65 +13,51 @@ struct CheckOptions: ParsableArguments {
   var thresholds: String = "Scenarios/thresholds"
 
   @Option(
-    name: .customLong("max-growth"),
-    help: ArgumentHelp("Most growth of any generation after the warm-up (e.g. 64KB, 1MiB).", valueName: "size"))
+    name: .customLong(Limit.maxGrowthPerGeneration.flag!),
+    help: ArgumentHelp(Limit.maxGrowthPerGeneration.summary, valueName: "size"))
   var maxGrowth: String?
 
   @Option(
-    name: .customLong("max-leaked-bytes"), help: ArgumentHelp("Most bytes in leaked blocks.", valueName: "size"))
+    name: .customLong(Limit.maxLeakedBytes.flag!), help: ArgumentHelp(Limit.maxLeakedBytes.summary, valueName: "size"))
   var maxLeakedBytes: String?
 
   @Option(
-    name: .customLong("max-peak-heap"), help: ArgumentHelp("Most live heap at any time.", valueName: "size"))
+    name: .customLong(Limit.maxPeakHeap.flag!), help: ArgumentHelp(Limit.maxPeakHeap.summary, valueName: "size"))
   var maxPeakHeap: String?
 
   @Option(
-    name: .customLong("max-persistent"),
-    help: ArgumentHelp("Most live instances of a type at the end: TYPE=N (repeatable).", valueName: "type=n"))
+    name: .customLong(Limit.maxPersistent.flag!),
+    help: ArgumentHelp(Limit.maxPersistent.summary, valueName: "type=n"))
   var maxPersistent: [String] = []
 
   @Option(
-    name: .customLong("min-coverage"),
-    help: ArgumentHelp(
-      "Least share of the threads' CPU time the Time Profiler's samples must stand for (e.g. 95%).",
-      valueName: "percent"))
+    name: .customLong(Limit.minCoverage.flag!), help: ArgumentHelp(Limit.minCoverage.summary, valueName: "percent"))
   var minCoverage: String?
 
-  @Flag(name: .customLong("no-cycles"), help: "Fail on any retain cycle.")
+  @Flag(name: .customLong(Limit.maxCycles.flag!), help: ArgumentHelp(Limit.maxCycles.summary))
   var noCycles = false
 
   /// The limits given on the command line.
   func overrides() throws -> Thresholds {
     var result = Thresholds()
-    func size(_ text: String?, flag: String) throws -> ByteSize? {
-      guard let text else { return nil }
-      guard let size = ByteSize(parsing: text) else {
-        throw ValidationError("\(flag) '\(text)' is not a size; accepted: \(ByteSize.acceptedForms)")
+    let given: [(Limit, [String])] = [
+      (.maxGrowthPerGeneration, maxGrowth.map { [$0] } ?? []), (.maxLeakedBytes, maxLeakedBytes.map { [$0] } ?? []),
+      (.maxPeakHeap, maxPeakHeap.map { [$0] } ?? []), (.maxPersistent, maxPersistent),
+      (.minCoverage, minCoverage.map { [$0] } ?? []),
+    ]
+    do {
+      for (limit, texts) in given {
+        for text in texts { try limit.set(text, in: &result, source: "--\(limit.flag!)") }
       }
-      return size
+    } catch {
+      throw ValidationError(error.message)
     }
-    result.maxGrowthPerGeneration = try size(maxGrowth, flag: "--max-growth")
-    result.maxLeakedBytes = try size(maxLeakedBytes, flag: "--max-leaked-bytes")
-    result.maxPeakHeap = try size(maxPeakHeap, flag: "--max-peak-heap")
-    for item in maxPersistent {
-      let parts = item.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
-      guard parts.count == 2, !parts[0].isEmpty, let limit = Int(parts[1]), limit >= 0 else {
-        throw ValidationError(
-          "--max-persistent '\(item)' is not TYPE=N; accepted: a module-qualified type name, '=', a whole number (e.g. MyApp.Screen=1)"
-        )
-      }
-      result.maxPersistent[parts[0]] = limit
-    }
-    if noCycles { result.maxCycles = 0 }
-    if let minCoverage {
-      guard let percent = Thresholds.percent(parsing: minCoverage) else {
-        throw ValidationError(
-          "--min-coverage '\(minCoverage)' is not a percentage; accepted: \(Thresholds.percentForms)")
-      }
-      result.minCoveragePercent = percent
-    }
+    if noCycles { Limit.maxCycles.set(.count(0), in: &result) }
     return result
   }
+
+  /// The accepted limit flags, for messages.
+  static var limitFlags: String { Limit.all.compactMap(\.flagUsage).joined(separator: ", ") }
 
   /// The thresholds for `scenario`: its file (if any) overridden by the flags.
   func thresholds(for scenario: Scenario) throws -> Thresholds {

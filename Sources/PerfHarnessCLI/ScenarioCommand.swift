@@ -42,8 +42,7 @@ struct ScenarioCommand: ParsableCommand {
       for scenario in selectedScenarios where try checks.thresholds(for: scenario).isEmpty {
         throw ValidationError(
           "--check: no thresholds for \(scenario.name): no \(checks.thresholds)/\(scenario.name).yaml; accepted: "
-            + "that file (see --thresholds DIR) or limit flags (--max-growth SIZE, --max-peak-heap SIZE, "
-            + "--max-persistent TYPE=N, --max-leaked-bytes SIZE, --no-cycles)")
+            + "that file (see --thresholds DIR) or limit flags (\(CheckOptions.limitFlags))")
       }
     }
     _ = try tolerances.tolerances()
@@ -103,7 +102,7 @@ struct ScenarioCommand: ParsableCommand {
     var written: [(report: Report, folder: String)] = []
     for scenario in selectedScenarios {
       let options = try options(for: scenario)
-      var runner = ScenarioRunner(configuration: options.recordingConfiguration)
+      var runner = ScenarioRunner(configuration: try options.configuration())
       if let childResult = options.childResult {
         // A crash or the parent's stop signal still hands over what was recorded.
         runner.interruptions = CrashReporter(resultPath: childResult)

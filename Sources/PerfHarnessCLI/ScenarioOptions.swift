@@ -25,8 +25,10 @@ struct ScenarioOptions: ParsableArguments {
 
   @Option(
     name: .customLong("sample-rate"),
-    help: ArgumentHelp("Time Profiler samples per second per thread (1-10000).", valueName: "hz"))
-  var sampleRate: Int = 1000
+    help: ArgumentHelp(
+      "Time Profiler samples per second per thread (\(RecordingConfiguration.sampleRates.lowerBound)-\(RecordingConfiguration.sampleRates.upperBound)).",
+      valueName: "hz"))
+  var sampleRate: Int = RecordingConfiguration.defaultSampleRateHz
 
   @Option(help: "Time Profiler clock: cpu (CPU time of each thread, default) or wall (also samples blocked threads).")
   var clock: SamplingClock = .cpu
@@ -57,6 +59,10 @@ struct ScenarioOptions: ParsableArguments {
   @Option(name: .customLong("child-result"), help: .hidden)
   var childResult: String?
 
+  /// The parent's RecordingConfiguration, as JSON: a child records with exactly it.
+  @Option(name: .customLong("child-configuration"), help: .hidden)
+  var childConfiguration: String?
+
   @Option(
     help: ArgumentHelp(
       "Leak suppressions: lines of type:<glob> or stack:<glob>, # comments (LSan-style).", valueName: "file"))
@@ -85,9 +91,6 @@ struct ScenarioOptions: ParsableArguments {
     guard (1...86_400).contains(timeout) else {
       throw ValidationError("--timeout must be between 1 and 86400 seconds, got \(timeout)")
     }
-    guard (1...10_000).contains(sampleRate) else {
-      throw ValidationError("--sample-rate must be between 1 and 10000 Hz, got \(sampleRate)")
-    }
     let instruments = try parsedInstruments()
     // Without --instruments each scenario records what it declares.
     let lacking = instruments == nil ? scenarios.filter { !$0.instruments.contains(.leaks) }.map(\.name) : []
@@ -98,6 +101,11 @@ struct ScenarioOptions: ParsableArguments {
       )
     }
     _ = try parsedSuppressions()
+    do {
+      try recordingConfiguration.validate(names: ["sampleRateHz": "--sample-rate"])
+    } catch {
+      throw ValidationError(error.description)
+    }
   }
 
   func parsedSuppressions() throws -> LeakSuppressions {
@@ -137,6 +145,19 @@ struct ScenarioOptions: ParsableArguments {
       )
     }
     return Set(result)
+  }
+
+  /// What the options ask to record. In a scenario's child process, the parent's
+  /// configuration as it handed it over.
+  func configuration() throws -> RecordingConfiguration {
+    guard let childConfiguration else { return recordingConfiguration }
+    do {
+      return try JSONDecoder().decode(
+        RecordingConfiguration.self,
+        from: BoundedFile.read(childConfiguration, limit: BoundedFile.settingsLimit))
+    } catch {
+      throw ValidationError("--child-configuration \(childConfiguration): \(error)")
+    }
   }
 
   var recordingConfiguration: RecordingConfiguration {

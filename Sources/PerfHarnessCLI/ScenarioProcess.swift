@@ -18,6 +18,9 @@ struct ScenarioProcess {
     // killed harness left.
     let result = folder.url.appendingPathComponent(".perfharness-child-\(getpid()).json")
     defer { try? FileManager.default.removeItem(at: result) }
+    let configuration = folder.url.appendingPathComponent(".perfharness-child-\(getpid()).configuration.json")
+    defer { try? FileManager.default.removeItem(at: configuration) }
+    try JSONEncoder().encode(options.recordingConfiguration).write(to: configuration)
     let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().path
     var environment = ProcessInfo.processInfo.environment
     // The child ends with this process (ScenarioCommand.dieWithParent).
@@ -30,7 +33,8 @@ struct ScenarioProcess {
     let start = ContinuousClock.now
     let child = try ChildProcess.spawn(
       executable: executable,
-      arguments: childArguments(scenario.name, variant: variant, iterations: iterations, result: result.path),
+      arguments: childArguments(
+        scenario.name, variant: variant, iterations: iterations, configuration: configuration.path, result: result.path),
       environment: environment)
     // Reaped once everything below is done with its pid (the group's id).
     defer {
@@ -268,20 +272,15 @@ struct ScenarioProcess {
     }
   }
 
-  private func childArguments(_ name: String, variant: ScenarioVariant, iterations: Int, result: String) -> [String] {
-    let configuration = options.recordingConfiguration
-    let instruments = Instrument.allCases.filter(configuration.instruments.contains).map(\.rawValue)
-    var arguments = [
+  /// The child gets the scenario to run and the whole recording configuration in one
+  /// file: nothing of it is re-spelt as flags.
+  private func childArguments(
+    _ name: String, variant: ScenarioVariant, iterations: Int, configuration: String, result: String
+  ) -> [String] {
+    [
       "scenario", name, "--variant", variant.rawValue, "--iterations", String(iterations),
-      "--instruments", instruments.isEmpty ? "none" : instruments.joined(separator: ","),
-      "--sample-rate", String(configuration.sampleRateHz), "--clock", configuration.clock.rawValue,
-      "--child-result", result,
+      "--child-configuration", configuration, "--child-result", result,
     ]
-    if configuration.memoryWarningAtEnd { arguments.append("--memory-warning") }
-    if configuration.leakCheckAtMarks { arguments.append("--leak-check-at-marks") }
-    if let suppressions = options.suppressions { arguments += ["--suppressions", suppressions] }
-    if !configuration.allocationStacks { arguments.append("--no-allocation-stacks") }
-    return arguments
   }
 
   static func signalName(_ number: Int32) -> String {

@@ -298,4 +298,35 @@ struct ReportCommandTests {
     #expect(result.standardError.contains("sideways"))
     #expect(result.standardError.contains("flatten-recursion"))
   }
+
+  /// The child process records with the configuration the parent built, handed over whole
+  /// in one file: every setting given on the command line shows in its report.
+  @Test("every recording setting reaches the scenario's child process")
+  func childRecordsWithEverySetting() throws {
+    let directory = try temporaryDirectory()
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let suppressions = directory.appendingPathComponent("suppressions.txt")
+    try "type:*\n".write(to: suppressions, atomically: true, encoding: .utf8)
+    let output = directory.appendingPathComponent("reports")
+    let run = try perfharness.run([
+      "scenario", "closure-retain-cycles", "--iterations", "2", "--instruments", "time,allocations,leaks",
+      "--sample-rate", "250", "--clock", "wall", "--no-allocation-stacks", "--memory-warning", "--leak-check-at-marks",
+      "--suppressions", suppressions.path, "--output", output.path,
+    ])
+    #expect(run.status == 0, "\(run.standardError)")
+    let folder = output.appendingPathComponent("closure-retain-cycles/starter")
+    let report = try JSONDecoder().decode(
+      Report.self, from: Data(contentsOf: folder.appendingPathComponent("report.json")))
+    #expect(report.scenario.instruments == [.time, .allocations, .leaks])
+    #expect(report.timeProfile?.sampleRateHz == 250)
+    #expect(report.timeProfile?.clock == "wall")
+    #expect(report.allocations?.mode == "countsOnly")
+    #expect(report.marks.last?.isMemoryWarning == true)
+    #expect(report.leaks?.checks?.isEmpty == false)
+    #expect((report.leaks?.suppressedCount ?? 0) > 0)
+    #expect(report.leaks?.leakedCount == 0)
+    // The hand-over files are the harness's own: none is left beside the report.
+    let left = try FileManager.default.contentsOfDirectory(atPath: folder.path).filter { $0.hasPrefix(".perfharness") }
+    #expect(left.isEmpty, "\(left)")
+  }
 }

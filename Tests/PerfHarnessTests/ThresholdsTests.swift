@@ -243,7 +243,7 @@ struct ThresholdsTests {
     #expect(thresholds.minCoveragePercent == 95)
     #expect(thresholds.requiredInstruments.contains(.time))
     #expect(throws: ThresholdsFileError.self) { try Thresholds.parse("min-coverage: 120", path: "t.yaml") }
-    #expect(Thresholds.percent(parsing: "97.5 %") == 97.5)
+    #expect(Limit.percent(parsing: "97.5 %") == 97.5)
     var report = Report.crashed(
       scenario: "sample", variant: "starter", iterations: 1, instruments: [.time], error: "",
       wallTimeMilliseconds: 1, crash: CrashInfo(signal: nil, timedOut: false, stack: [], standardErrorTail: []))

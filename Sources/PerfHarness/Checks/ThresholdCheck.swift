@@ -12,7 +12,8 @@ public enum ThresholdCheck {
           let site = heaviest?.allocationStack.programSite.map { " at \($0)" } ?? ""
           results.append(
             CheckResult(
-              name: "max-growth-per-generation", limit: Double(limit.bytes), actual: Double(generation.growthBytes),
+              name: Limit.maxGrowthPerGeneration.key, limit: Double(limit.bytes),
+              actual: Double(generation.growthBytes),
               passed: generation.growthBytes <= limit.bytes,
               detail: "generation \(generation.index) '\(generation.label)'"
                 + (heaviest.map { "; heaviest: \($0.name) \(ByteSize(bytes: $0.growthBytes))\(site)" } ?? "")))
@@ -20,14 +21,15 @@ public enum ThresholdCheck {
       } else {
         results.append(
           unmeasured(
-            "max-growth-per-generation", limit: Double(limit.bytes),
+            Limit.maxGrowthPerGeneration.key, limit: Double(limit.bytes),
             needs: "allocations with generations after the warm-up"))
       }
     }
 
     for (type, limit) in thresholds.maxPersistent.sorted(by: { $0.key < $1.key }) {
       guard let allocations else {
-        results.append(unmeasured("max-persistent \(type)", limit: Double(limit), needs: "the allocations instrument"))
+        results.append(
+          unmeasured("\(Limit.maxPersistent.key) \(type)", limit: Double(limit), needs: "the allocations instrument"))
         continue
       }
       let matched = allocations.categories(under: type)
@@ -36,7 +38,7 @@ public enum ThresholdCheck {
         let resembling = allocations.namesResembling(type)
         results.append(
           CheckResult(
-            name: "max-persistent \(type)", limit: Double(limit), actual: nil, passed: false,
+            name: "\(Limit.maxPersistent.key) \(type)", limit: Double(limit), actual: nil, passed: false,
             detail: "matches no type the run allocated"
               + (resembling.isEmpty ? "" : "; did you mean \(resembling.joined(separator: ", "))?")))
         continue
@@ -60,7 +62,8 @@ public enum ThresholdCheck {
       }
       results.append(
         CheckResult(
-          name: "max-persistent \(type)", limit: Double(limit), actual: Double(actual), passed: actual <= limit,
+          name: "\(Limit.maxPersistent.key) \(type)", limit: Double(limit), actual: Double(actual),
+          passed: actual <= limit,
           detail: "\(actual) persistent, \(transient) transient"
             + (persisting.isEmpty ? "" : "; " + persisting.joined(separator: ", "))
             + (actual > limit
@@ -73,10 +76,11 @@ public enum ThresholdCheck {
       if let allocations {
         results.append(
           CheckResult(
-            name: "max-peak-heap", limit: Double(limit.bytes), actual: Double(allocations.totals.peakLiveBytes),
+            name: Limit.maxPeakHeap.key, limit: Double(limit.bytes), actual: Double(allocations.totals.peakLiveBytes),
             passed: allocations.totals.peakLiveBytes <= limit.bytes, detail: nil))
       } else {
-        results.append(unmeasured("max-peak-heap", limit: Double(limit.bytes), needs: "the allocations instrument"))
+        results.append(
+          unmeasured(Limit.maxPeakHeap.key, limit: Double(limit.bytes), needs: "the allocations instrument"))
       }
     }
     if let limit = thresholds.maxLeakedBytes {
@@ -97,12 +101,12 @@ public enum ThresholdCheck {
         }
         results.append(
           CheckResult(
-            name: "max-leaked-bytes", limit: Double(limit.bytes), actual: Double(leaks.leakedBytes),
+            name: Limit.maxLeakedBytes.key, limit: Double(limit.bytes), actual: Double(leaks.leakedBytes),
             passed: leaks.leakedBytes <= limit.bytes,
             detail: "\(leaks.leakedCount) leaked blocks" + (sites.isEmpty ? "" : "; " + sites.joined(separator: "; "))
               + (leaked.count > 5 ? "; \(leaked.count - 5) more" : "")))
       } else {
-        results.append(unmeasured("max-leaked-bytes", limit: Double(limit.bytes), needs: "the leaks instrument"))
+        results.append(unmeasured(Limit.maxLeakedBytes.key, limit: Double(limit.bytes), needs: "the leaks instrument"))
       }
     }
     if let limit = thresholds.maxCycles {
@@ -116,13 +120,13 @@ public enum ThresholdCheck {
         }
         results.append(
           CheckResult(
-            name: "max-cycles", limit: Double(limit), actual: Double(count), passed: count <= limit,
+            name: Limit.maxCycles.key, limit: Double(limit), actual: Double(count), passed: count <= limit,
             detail: described.isEmpty
               ? nil
               : described.joined(separator: "; ")
                 + (leaks.cycles.count > 3 ? "; \(leaks.cycles.count - 3) more cycles" : "")))
       } else {
-        results.append(unmeasured("max-cycles", limit: Double(limit), needs: "the leaks instrument"))
+        results.append(unmeasured(Limit.maxCycles.key, limit: Double(limit), needs: "the leaks instrument"))
       }
     }
     if let limit = thresholds.minCoveragePercent {
@@ -130,13 +134,13 @@ public enum ThresholdCheck {
         let unsampled = (profile.unsampled ?? []).map { "\($0.name) [\($0.threadID)]: \($0.reason)" }
         results.append(
           CheckResult(
-            name: "min-coverage", limit: limit, actual: coverage, passed: coverage >= limit,
+            name: Limit.minCoverage.key, limit: limit, actual: coverage, passed: coverage >= limit,
             detail: String(
               format: "%.0f ms sampled of %.0f ms CPU time", profile.totalWeightMilliseconds,
               profile.cpuMilliseconds ?? 0)
               + (unsampled.isEmpty ? "" : "; unsampled: " + unsampled.prefix(5).joined(separator: ", "))))
       } else {
-        results.append(unmeasured("min-coverage", limit: limit, needs: "the Time Profiler on the cpu clock"))
+        results.append(unmeasured(Limit.minCoverage.key, limit: limit, needs: "the Time Profiler on the cpu clock"))
       }
     }
     return results + losses(in: report)

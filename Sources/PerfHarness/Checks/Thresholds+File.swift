@@ -14,10 +14,7 @@ public struct ThresholdsFileError: Error, CustomStringConvertible, Sendable {
 
 extension Thresholds {
   /// The keys a thresholds file may use.
-  public static let fileKeys = [
-    "max-growth-per-generation", "warm-up-generations", "max-leaked-bytes", "max-cycles", "max-persistent",
-    "max-peak-heap", "min-coverage",
-  ]
+  public static var fileKeys: [String] { Limit.all.map(\.key) }
 
   /// Reads a thresholds file:
   /// ```yaml
@@ -68,60 +65,32 @@ extension Thresholds {
       func fail(_ message: String) -> ThresholdsFileError {
         ThresholdsFileError(path: path, line: line, message: "\(key): \(message)")
       }
-      func size() throws -> ByteSize {
-        guard let text = value.scalar?.string, let size = ByteSize(parsing: text) else {
-          throw fail("'\(value.scalar?.string ?? "…")' is not a size; accepted: \(ByteSize.acceptedForms)")
-        }
-        return size
-      }
-      func count() throws -> Int {
-        guard let text = value.scalar?.string, let number = Int(text), number >= 0 else {
-          throw fail("'\(value.scalar?.string ?? "…")' is not a count; accepted: a whole number, 0 or more")
-        }
-        return number
-      }
-      switch key {
-      case "max-growth-per-generation": thresholds.maxGrowthPerGeneration = try size()
-      case "warm-up-generations": thresholds.warmUpGenerations = try count()
-      case "max-leaked-bytes": thresholds.maxLeakedBytes = try size()
-      case "max-cycles": thresholds.maxCycles = try count()
-      case "max-peak-heap": thresholds.maxPeakHeap = try size()
-      case "min-coverage":
-        guard let text = value.scalar?.string, let percent = Thresholds.percent(parsing: text) else {
-          throw fail("'\(value.scalar?.string ?? "…")' is not a percentage; accepted: \(Thresholds.percentForms)")
-        }
-        thresholds.minCoveragePercent = percent
-      case "max-persistent":
-        guard let types = value.mapping else {
-          throw fail("expected a mapping of type names to counts, e.g. 'MyApp.Screen: 1'")
-        }
-        for (typeNode, limitNode) in types {
-          guard let type = typeNode.string, !type.isEmpty, let text = limitNode.scalar?.string,
-            let limit = Int(text), limit >= 0
-          else {
-            throw ThresholdsFileError(
-              path: path, line: typeNode.mark?.line,
-              message: "max-persistent: expected 'TypeName: count' with a whole number, 0 or more")
-          }
-          thresholds.maxPersistent[type] = limit
-        }
-      default:
+      guard let limit = Limit.named(key) else {
         throw fail("unknown key; accepted: \(fileKeys.joined(separator: ", "))")
+      }
+      guard limit.form == .typeCounts else {
+        guard let text = value.scalar?.string, let parsed = limit.parse(text) else {
+          throw fail(
+            "'\(value.scalar?.string ?? "…")' is not a \(limit.form.noun); accepted: \(limit.form.accepted)")
+        }
+        limit.set(parsed, in: &thresholds)
+        continue
+      }
+      guard let types = value.mapping else {
+        throw fail("expected a mapping of type names to counts, e.g. 'MyApp.Screen: 1'")
+      }
+      for (typeNode, limitNode) in types {
+        guard let type = typeNode.string, !type.isEmpty, let text = limitNode.scalar?.string,
+          let count = Int(text), count >= 0
+        else {
+          throw ThresholdsFileError(
+            path: path, line: typeNode.mark?.line,
+            message: "\(key): expected 'TypeName: count' with a whole number, 0 or more")
+        }
+        limit.set(.typeCount(type, count), in: &thresholds)
       }
     }
     return thresholds
-  }
-}
-
-extension Thresholds {
-  public static let percentForms = "a number from 0 to 100, with or without '%' (e.g. 95, 97.5%)"
-
-  /// "95", "97.5%": a percentage from 0 to 100.
-  public static func percent(parsing text: String) -> Double? {
-    var trimmed = text.trimmingCharacters(in: .whitespaces)
-    if trimmed.hasSuffix("%") { trimmed = String(trimmed.dropLast()).trimmingCharacters(in: .whitespaces) }
-    guard let value = Double(trimmed), value.isFinite, (0...100).contains(value) else { return nil }
-    return value
   }
 }
 

@@ -22,9 +22,9 @@ public struct Thresholds: Hashable, Sendable {
 
   public init() {}
 
+  /// Whether no limit is set (the warm-up alone limits nothing).
   public var isEmpty: Bool {
-    maxGrowthPerGeneration == nil && maxLeakedBytes == nil && maxCycles == nil && maxPersistent.isEmpty
-      && maxPeakHeap == nil && minCoveragePercent == nil
+    !Limit.all.contains { $0.instrument != nil && $0.isSet(in: self) }
   }
 
   /// `other`'s limits where it sets them, these elsewhere.
@@ -42,12 +42,6 @@ public struct Thresholds: Hashable, Sendable {
 
   /// The instruments these limits need measurements from.
   public var requiredInstruments: Set<Instrument> {
-    var instruments = Set<Instrument>()
-    if maxGrowthPerGeneration != nil || !maxPersistent.isEmpty || maxPeakHeap != nil {
-      instruments.insert(.allocations)
-    }
-    if maxLeakedBytes != nil || maxCycles != nil { instruments.insert(.leaks) }
-    if minCoveragePercent != nil { instruments.insert(.time) }
-    return instruments
+    Set(Limit.all.filter { $0.isSet(in: self) }.compactMap(\.instrument))
   }
 }

@@ -5,13 +5,13 @@
 ///
 /// A suppressed leaked block is treated as a root: it and everything only it keeps alive
 /// leave the report (counted in `suppressedCount` / `suppressedBytes`).
-public struct LeakSuppressions: Sendable, Equatable {
-  public enum Kind: String, Sendable, Equatable {
+public struct LeakSuppressions: Sendable, Equatable, Codable {
+  public enum Kind: String, Sendable, Equatable, Codable {
     case type
     case stack
   }
 
-  public struct Pattern: Sendable, Equatable {
+  public struct Pattern: Sendable, Equatable, Codable {
     public var kind: Kind
     public var glob: String
     /// 1-based line in the source text.

@@ -200,8 +200,15 @@ final class Recording {
   }
 }
 
-/// What to record and how.
-public struct RecordingConfiguration: Sendable {
+/// What to record and how: every setting a recording reads, in one value. The command
+/// line builds it from its options, and a scenario's child process receives it whole as a
+/// JSON file (`--child-configuration`), so a new setting is added here and to its option
+/// only.
+public struct RecordingConfiguration: Sendable, Codable, Equatable {
+  /// The Time Profiler's rates per thread (the sampler's own limits).
+  public static let sampleRates = SamplerConfiguration.rateRange
+  public static let defaultSampleRateHz = 1000
+
   public var instruments: Set<Instrument>
   public var sampleRateHz: Int
   public var clock: SamplingClock
@@ -215,8 +222,9 @@ public struct RecordingConfiguration: Sendable {
   public var leakCheckAtMarks = false
 
   public init(
-    instruments: Set<Instrument> = Set(Instrument.defaults), sampleRateHz: Int = 1000, clock: SamplingClock = .cpu,
-    memoryWarningAtEnd: Bool = false, allocationStacks: Bool = true, leakSuppressions: LeakSuppressions = .none
+    instruments: Set<Instrument> = Set(Instrument.defaults), sampleRateHz: Int = Self.defaultSampleRateHz,
+    clock: SamplingClock = .cpu, memoryWarningAtEnd: Bool = false, allocationStacks: Bool = true,
+    leakSuppressions: LeakSuppressions = .none
   ) {
     self.leakSuppressions = leakSuppressions
     self.instruments = instruments
@@ -224,6 +232,25 @@ public struct RecordingConfiguration: Sendable {
     self.clock = clock
     self.memoryWarningAtEnd = memoryWarningAtEnd
     self.allocationStacks = allocationStacks
+  }
+
+  /// A setting out of its range, named with the values it accepts.
+  public struct Invalid: Error, CustomStringConvertible {
+    public var setting: String
+    public var description: String
+  }
+
+  /// Throws `Invalid` for the first setting out of range; `names` maps a setting to what
+  /// the user called it (e.g. "sampleRateHz" → "--sample-rate").
+  public func validate(names: [String: String] = [:]) throws(Invalid) {
+    guard Self.sampleRates.contains(sampleRateHz) else {
+      let name = names["sampleRateHz"] ?? "sample rate"
+      throw Invalid(
+        setting: "sampleRateHz",
+        description:
+          "\(name) must be between \(Self.sampleRates.lowerBound) and \(Self.sampleRates.upperBound) Hz, got \(sampleRateHz)"
+      )
+    }
   }
 
   var allocationMode: AllocationRecordingMode { allocationStacks ? .fullStacks : .countsOnly }

@@ -3,7 +3,7 @@ import Glibc
 import Synchronization
 
 /// What drives the sampling timers.
-public enum SamplingClock: String, Sendable, CaseIterable {
+public enum SamplingClock: String, Sendable, CaseIterable, Codable {
   /// Per-thread CPU time: a thread is sampled only while it runs, by a per-thread
   /// cpu-clock perf event (the requested rate) or, where the kernel refuses perf events,
   /// a CPU-time timer (which fires on kernel ticks: fewer signals, heavier weights).
@@ -28,7 +28,7 @@ struct SamplerConfiguration: Sendable {
   var clock: SamplingClock = .cpu
   /// Timers only, even where perf events are allowed (for comparison and tests).
   var timersOnly = false
-  var rateHz: Int = 1000
+  var rateHz: Int = RecordingConfiguration.defaultSampleRateHz
   var maxDepth: Int = 256
   var bufferBytes: Int = 256 << 20
 

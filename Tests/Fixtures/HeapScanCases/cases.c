@@ -2,6 +2,7 @@
 #include "HeapScanCases.h"
 
 #include <fcntl.h>
+#include <link.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,4 +82,29 @@ int HeapScanCases_release(void *handle) {
   close(blocked->fds[1]);
   free(blocked);
   return 0;
+}
+
+typedef struct {
+  uint64_t value, found;
+} WordSearch;
+
+static int searchSegments(struct dl_phdr_info *info, size_t size, void *context) {
+  (void)size;
+  WordSearch *search = context;
+  for (int i = 0; i < info->dlpi_phnum; i++) {
+    const ElfW(Phdr) *header = &info->dlpi_phdr[i];
+    if (header->p_type != PT_LOAD || !(header->p_flags & PF_W)) continue;
+    uint64_t start = (info->dlpi_addr + header->p_vaddr + 7) & ~7ull;
+    uint64_t end = info->dlpi_addr + header->p_vaddr + header->p_memsz;
+    for (uint64_t a = start; a + 8 <= end; a += 8) {
+      if (*(const volatile uint64_t *)a == search->value) search->found++;
+    }
+  }
+  return 0;
+}
+
+uint64_t HeapScanCases_globalWordsEqualTo(uint64_t value) {
+  WordSearch search = {value, 0};
+  dl_iterate_phdr(searchSegments, &search);
+  return search.found;
 }

@@ -13,4 +13,8 @@ void *_Nullable HeapScanCases_blockWithWordInRedZone(uint64_t word);
 /// Wakes the thread `handle` names and joins it. Returns 0 on success.
 int HeapScanCases_release(void *_Nullable handle);
 
+/// How many 8-byte words of the loaded images' writable segments (their data and bss: what
+/// the leak scan reads as global roots) hold `value`.
+uint64_t HeapScanCases_globalWordsEqualTo(uint64_t value);
+
 #endif
