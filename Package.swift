@@ -52,10 +52,11 @@ let package = Package(
       dependencies: [
         "CPerfSupport", "CPerfSampler", "CPerfSymbols", "CPerfAlloc", "CPerfHeapScan", .product(name: "Yams", package: "Yams"),
       ]),
-    // Text, JSON, HTML and export renderers.
+    // Text, JSON, HTML and export renderers. The HTML pages' CSS, JavaScript and skeleton are
+    // files, compiled in as bytes (`PackageResources`): no resource bundle to ship or find.
     .target(
       name: "PerfReports", dependencies: ["PerfHarness", .product(name: "Mustache", package: "swift-mustache")],
-      exclude: ["Schema"]),
+      exclude: ["Schema"], resources: [.embedInCode("HTML/Resources")]),
     // The command line, as a library so a user's own executable gets the same CLI.
     .target(
       name: "PerfHarnessCLI",

@@ -123,46 +123,7 @@ public enum HTMLReport {
     try parsedTemplate.get()
   }
 
-  /// The page skeleton. Triple mustaches insert the styles, script and data unescaped: they
-  /// are ours, and the data is made script-safe above.
-  private static let skeleton = """
-    <!DOCTYPE html>
-    <html lang="en">
-    <head>
-    <meta charset="utf-8">
-    <meta name="viewport" content="width=device-width, initial-scale=1">
-    <meta name="generator" content="{{generator}}">
-    <title>{{title}} · perfharness</title>
-    <style>
-    {{{styles}}}
-    </style>
-    </head>
-    <body>
-    <header class="top">
-    <h1>{{title}}</h1>
-    <nav id="nav"></nav>
-    <span id="render-time" class="muted"></span>
-    </header>
-    <noscript><p class="error">This report draws its tables and charts with JavaScript; enable it to read \
-    the report (the raw data is in the page source and in report.json).</p></noscript>
-    <main>
-    <section id="findings" hidden></section>
-    <section id="summary"></section>
-    <section id="comparison" hidden></section>
-    <section id="time-profile" hidden></section>
-    <section id="allocations" hidden></section>
-    <section id="leaks" hidden></section>
-    </main>
-    <pre id="selftest-result" hidden></pre>
-    <script type="application/json" id="report-data">{{{data}}}</script>
-    {{#samples}}<script type="application/json" id="profile-samples">{{{samples}}}</script>{{/samples}}
-    {{#findings}}<script type="application/json" id="report-findings">{{{findings}}}</script>{{/findings}}
-    <script type="application/json" id="harness-modules">{{{harnessModules}}}</script>
-    <script>
-    {{{script}}}
-    </script>
-    </body>
-    </html>
-
-    """
+  /// The page skeleton, `Resources/report.mustache`. Triple mustaches insert the styles, script
+  /// and data unescaped: they are ours, and the data is made script-safe above.
+  private static let skeleton = HTMLAsset.text(PackageResources.report_mustache)
 }

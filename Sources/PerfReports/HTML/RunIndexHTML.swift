@@ -31,11 +31,7 @@ public enum RunIndexHTML {
       <meta name="generator" content="perfharness \(PerfHarnessVersion.current)">
       <title>perfharness run</title>
       <style>
-      body { margin: 16px; font: 13px/1.4 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: #1d1d1f; }
-      table { border-collapse: collapse; } th, td { padding: 4px 10px; border-bottom: 1px solid #d9d9de; text-align: left; vertical-align: top; }
-      th { background: #f5f5f7; } a { color: #0a64d8; } .muted { color: #6e6e73; }
-      .badge { display: inline-block; padding: 1px 8px; border-radius: 9px; font-weight: 600; font-size: 12px; color: #fff; background: #6e6e73; }
-      .badge.passed { background: #1a7f37; } .badge.failed { background: #c4291c; } .badge.crashed { background: #b35900; }
+      \(styles)
       </style>
       </head>
       <body>
@@ -49,6 +45,9 @@ public enum RunIndexHTML {
 
       """
   }
+
+  /// The index's CSS, `Resources/run-index.css`.
+  static let styles = HTMLAsset.inlined(PackageResources.run_index_css)
 
   static func escape(_ text: String) -> String {
     var out = ""
