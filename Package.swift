@@ -50,7 +50,8 @@ let package = Package(
     .target(
       name: "PerfHarness",
       dependencies: [
-        "CPerfSupport", "CPerfSampler", "CPerfSymbols", "CPerfAlloc", "CPerfHeapScan", .product(name: "Yams", package: "Yams"),
+        "CPerfSupport", "CPerfSampler", "CPerfSymbols", "CPerfAlloc", "CPerfHeapScan",
+        .product(name: "Yams", package: "Yams"),
       ]),
     // Text, JSON, HTML and export renderers. The HTML pages' CSS, JavaScript and skeleton are
     // files, compiled in as bytes (`PackageResources`): no resource bundle to ship or find.
@@ -67,7 +68,11 @@ let package = Package(
     ),
     .executableTarget(name: "perfharness", dependencies: ["PerfHarnessCLI", "Scenarios"]),
     // `make bench`: overhead figures against their targets.
-    .executableTarget(name: "perfharness-bench", dependencies: ["PerfHarness", "PerfReports", "BenchWorkloads"]),
+    .executableTarget(
+      name: "perfharness-bench", dependencies: ["PerfHarness", "PerfReports", "PerfBenchSupport", "BenchWorkloads"]),
+    // What the bench measures reports with (a synthetic large report, render and browser
+    // timings), shared with the tests that check it; in no product.
+    .target(name: "PerfBenchSupport", dependencies: ["PerfHarness", "PerfReports"]),
     .target(name: "BenchWorkloads"),
     .executableTarget(name: "bench-workload", dependencies: ["BenchWorkloads"]),
     // Scenarios that crash or hang, for the robustness tests.
@@ -113,9 +118,11 @@ let package = Package(
         "PerfHarness", "LeakCorpusCases", "UnwindCases", "HeapScanCases",
         .product(name: "PropertyBased", package: "swift-property-based"),
       ]),
-    .testTarget(name: "PerfReportsTests", dependencies: ["PerfReports"]),
+    .testTarget(name: "PerfReportsTests", dependencies: ["PerfReports", "PerfBenchSupport"]),
     .testTarget(
       name: "PerfHarnessCLITests",
-      dependencies: ["PerfHarnessCLI", .product(name: "PropertyBased", package: "swift-property-based")]),
+      dependencies: [
+        "PerfHarnessCLI", "PerfBenchSupport", .product(name: "PropertyBased", package: "swift-property-based"),
+      ]),
   ]
 )

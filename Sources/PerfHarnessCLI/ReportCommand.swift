@@ -52,6 +52,12 @@ struct ReportCommand: ParsableCommand {
       valueName: "dir"))
   var pprof: String?
 
+  @Option(
+    help: ArgumentHelp(
+      "Write every export a run writes beside its report (folded stacks, speedscope, pprof, leak cycles as DOT) into this folder.",
+      valueName: "dir"))
+  var export: String?
+
   mutating func validate() throws {
     _ = try parsedOptions()
     guard depth > 0 else { throw ValidationError("--depth must be a positive integer, got \(depth)") }
@@ -89,21 +95,18 @@ struct ReportCommand: ParsableCommand {
       return
     }
     if let pprof {
-      let heap = report.allocations.flatMap(Pprof.heapProfile)
-      guard report.timeProfile != nil || heap != nil else {
+      let written = try writeExports(of: report, kinds: [.pprof], into: pprof)
+      guard written > 0 else {
         throw ValidationError(
           "--pprof: \(file) has neither a time profile nor allocation stacks (record with --instruments time or allocations)"
         )
       }
-      do {
-        try FileManager.default.createDirectory(atPath: pprof, withIntermediateDirectories: true)
-      } catch {
-        throw HarnessError("cannot create the folder \(pprof): \(error.localizedDescription)")
+    }
+    if let export {
+      guard try writeExports(of: report, kinds: Set(ReportExport.Kind.allCases), into: export) > 0 else {
+        throw ValidationError(
+          "--export: \(file) has nothing to export: no time profile, allocation stacks or leak cycles")
       }
-      if let profile = report.timeProfile?.profile {
-        try write(Pprof.cpuProfile(profile), to: pprof + "/profile.pb.gz")
-      }
-      if let heap { try write(heap, to: pprof + "/heap.pb.gz") }
     }
     guard let timeProfile = report.timeProfile else {
       print("No time profile in \(file): the run did not record with --instruments time.")
@@ -122,6 +125,19 @@ struct ReportCommand: ParsableCommand {
       let name = "\(report.scenario.name) [\(report.scenario.variant)]"
       try write(Speedscope.render(timeProfile.profile, name: name), to: speedscope)
     }
+  }
+
+  /// Writes the exports of `kinds` (``ReportExport/all``) into `folder`; returns how many files.
+  private func writeExports(of report: Report, kinds: Set<ReportExport.Kind>, into folder: String) throws -> Int {
+    let files = try ReportExport.all.filter { kinds.contains($0.kind) }.flatMap { try $0.files(report) }
+    guard !files.isEmpty else { return 0 }
+    do {
+      try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+    } catch {
+      throw HarnessError("cannot create the folder \(folder): \(error.localizedDescription)")
+    }
+    for file in files { try write(file.contents, to: folder + "/" + file.name) }
+    return files.count
   }
 
   static func retainersText(of type: String, in report: Report, file: String) throws -> String {

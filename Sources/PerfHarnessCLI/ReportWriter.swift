@@ -38,21 +38,14 @@ struct ReportWriter {
     }
     try write("report.json") { try ReportJSON.encode(report) }
     try write("report.html") { try Data(HTMLReport.render(report).utf8) }
-    for (index, cycle) in (report.leaks?.cycles ?? []).enumerated() {
-      try write("leak-cycle-\(index + 1).dot") {
-        Data(cycle.dot(title: "cycle \(index + 1) (x\(cycle.instances))").utf8)
+    for export in ReportExport.all {
+      let files: [(name: String, contents: Data)]
+      do {
+        files = try export.files(report)
+      } catch {
+        throw HarnessError("cannot write the \(export.kind.rawValue) export of \(report.scenario.name): \(error)")
       }
-    }
-    if let profile = report.timeProfile?.profile {
-      try write("profile.folded") { Data(FoldedStacks.render(profile).utf8) }
-      try write("profile.speedscope.json") {
-        try Speedscope.render(profile, name: "\(report.scenario.name) [\(report.scenario.variant)]")
-      }
-      try write("profile.pb.gz") { Pprof.cpuProfile(profile) }
-    }
-    if let allocations = report.allocations, let heap = Pprof.heapProfile(allocations) {
-      try write("allocations.folded") { Data(AllocationsFolded.render(allocations).utf8) }
-      try write("heap.pb.gz") { heap }
+      for file in files { try write(file.name) { file.contents } }
     }
     return file.path
   }

@@ -100,8 +100,7 @@ struct ScenarioProcess {
       Self.endLeftoverProcesses(group: group)
     }
     guard let ending = ended else { throw HarnessError("lost track of the scenario process \(group)") }
-    let wallTime = (ContinuousClock.now - start).components
-    let milliseconds = Double(wallTime.seconds) * 1000 + Double(wallTime.attoseconds) / 1e15
+    let milliseconds = (ContinuousClock.now - start).milliseconds
     let (standardError, heldOpen, dropped) = collected.finish(within: Self.standardErrorDrainSeconds)
 
     if heldOpen {

@@ -1,5 +1,6 @@
 import BenchWorkloads
 import Foundation
+import PerfBenchSupport
 import PerfHarness
 import PerfReports
 
@@ -92,12 +93,12 @@ func measureReportGeneration(rounds: Int, output: URL) throws -> (figures: [Figu
       ScenarioRunner(configuration: configuration).run(reportScaleScenario, variant: .starter, iterations: 1)
     }
     let built = ContinuousClock.now
-    generation.append((built - bodyEnded).benchMilliseconds)
+    generation.append((built - bodyEnded).milliseconds)
     peaks.append(Double(residentBytes("VmHWM")))
     atEnd.append(Double(residentAtBodyEnd))
     let encodeStart = ContinuousClock.now
     _ = try ReportJSON.encode(report)
-    encoding.append((ContinuousClock.now - encodeStart).benchMilliseconds)
+    encoding.append((ContinuousClock.now - encodeStart).milliseconds)
 
     try? "5".write(toFile: "/proc/self/clear_refs", atomically: false, encoding: .utf8)
     let residentBeforeHTML = residentBytes("VmRSS")
@@ -172,11 +173,4 @@ func openInBrowser(_ page: URL) -> Double? {
   }
   guard let text = try? String(contentsOf: dom, encoding: .utf8) else { return nil }
   return HTMLReport.browserTiming(fromDOM: text)?.renderedMilliseconds
-}
-
-extension Duration {
-  var benchMilliseconds: Double {
-    let (seconds, attoseconds) = components
-    return Double(seconds) * 1000 + Double(attoseconds) / 1e15
-  }
 }

@@ -49,18 +49,12 @@ func signalDeliveryMicroseconds() -> Double {
   for _ in 0..<20 {
     let start = ContinuousClock.now
     for _ in 0..<5_000 { pthread_kill(thread, SIGUSR2) }
-    let elapsed = (ContinuousClock.now - start).components
-    batches.append((Double(elapsed.seconds) * 1e6 + Double(elapsed.attoseconds) / 1e12) / 5_000)
+    batches.append((ContinuousClock.now - start).milliseconds * 1000 / 5_000)
   }
   return median(batches)
 }
 
-func median(_ values: [Double]) -> Double {
-  let sorted = values.sorted()
-  guard !sorted.isEmpty else { return .nan }
-  return sorted.count % 2 == 1
-    ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
-}
+func median(_ values: [Double]) -> Double { Statistics.median(values) }
 
 // `perfharness-bench churn`: the allocation workload alone, for the peers (heaptrack,
 // valgrind) to run; prints the time its loop took, measured inside.

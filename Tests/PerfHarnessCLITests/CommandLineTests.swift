@@ -329,4 +329,34 @@ struct ReportCommandTests {
     let left = try FileManager.default.contentsOfDirectory(atPath: folder.path).filter { $0.hasPrefix(".perfharness") }
     #expect(left.isEmpty, "\(left)")
   }
+
+  /// One list of exporters: `report --export` writes from a stored report what the run wrote
+  /// beside it, file for file and byte for byte.
+  @Test("report --export writes the run's exports again")
+  func exportWritesWhatTheRunWrote() throws {
+    let directory = try temporaryDirectory()
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let output = directory.appendingPathComponent("reports")
+    let run = try perfharness.run([
+      "scenario", "closure-retain-cycles", "--iterations", "2", "--instruments", "time,allocations,leaks",
+      "--output", output.path,
+    ])
+    #expect(run.status == 0, "\(run.standardError)")
+    let folder = output.appendingPathComponent("closure-retain-cycles/starter")
+    let exported = directory.appendingPathComponent("exported")
+    let again = try perfharness.run([
+      "report", folder.appendingPathComponent("report.json").path, "--export", exported.path,
+    ])
+    #expect(again.status == 0, "\(again.standardError)")
+    let runFiles = try FileManager.default.contentsOfDirectory(atPath: folder.path)
+      .filter { !$0.hasPrefix("report.") && !$0.hasPrefix(".") }.sorted()
+    let exportedFiles = try FileManager.default.contentsOfDirectory(atPath: exported.path).sorted()
+    #expect(runFiles == exportedFiles)
+    #expect(runFiles.contains("heap.pb.gz") && runFiles.contains("leak-cycle-1.dot"), "\(runFiles)")
+    for name in runFiles {
+      let written = try Data(contentsOf: folder.appendingPathComponent(name))
+      let rewritten = try Data(contentsOf: exported.appendingPathComponent(name))
+      #expect(written == rewritten, "\(name)")
+    }
+  }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import PerfBenchSupport
 import PerfHarness
 import PerfReports
 import Testing

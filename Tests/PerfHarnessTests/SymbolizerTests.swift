@@ -53,7 +53,7 @@ struct SymbolizerTests {
       symbol: "recordAlloc", mangledName: "recordAlloc", swiftModule: nil, image: "app", imagePath: "/bin/app",
       isMainExecutable: true, file: file, line: 1, isInlined: false)
     #expect(frame.reportedModule == module)
-    #expect(ProfileBuilder.isAppCode(frame) == isApp)
+    #expect(CodeOwnership.isAppCode(frame) == isApp)
   }
 
   /// Thunks the compiler makes (partial apply forwarders) are named "<compiler-generated>",
@@ -64,7 +64,7 @@ struct SymbolizerTests {
     let frame = SymbolizedFrame(
       symbol: "closure #1 in App.run()", mangledName: "$s3App3runyyFyycfU_", swiftModule: "App", image: "app",
       imagePath: "/bin/app", isMainExecutable: true, file: file, line: 1, isInlined: false)
-    #expect(ProfileBuilder.isAppCode(frame) == !file.hasSuffix("<compiler-generated>"))
+    #expect(CodeOwnership.isAppCode(frame) == !file.hasSuffix("<compiler-generated>"))
   }
 
   @Test func namesANonExportedSwiftFunctionOfTheExecutable() throws {

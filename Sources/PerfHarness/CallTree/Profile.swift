@@ -106,5 +106,5 @@ extension Profile {
   /// The harness's own Swift modules, linked into every scenario executable. A recorded
   /// stack runs through them from the process's entry to the scenario's body, so a reader
   /// can fold those frames away and start at the program's code.
-  public static var harnessModules: [String] { ProfileBuilder.harnessModules.sorted() }
+  public static var harnessModules: [String] { CodeOwnership.harnessModules.sorted() }
 }

@@ -195,7 +195,7 @@ final class Recording {
   func allocationsReport() throws -> AllocationsReport? {
     guard configuration.instruments.contains(.allocations), let allocationRecording else { return nil }
     var analysis = AllocationsAnalysis()
-    analysis.isAppFrame = ProfileBuilder.isAppCode
+    analysis.isAppFrame = CodeOwnership.isAppCode
     return analysis.report(from: allocationRecording, symbolizer: try Symbolizer())
   }
 }
@@ -254,11 +254,4 @@ public struct RecordingConfiguration: Sendable, Codable, Equatable {
   }
 
   var allocationMode: AllocationRecordingMode { allocationStacks ? .fullStacks : .countsOnly }
-}
-
-extension Duration {
-  var milliseconds: Double {
-    let (seconds, attoseconds) = components
-    return Double(seconds) * 1000 + Double(attoseconds) / 1e15
-  }
 }

@@ -67,13 +67,5 @@ public enum AllocationsText {
   }
 }
 
-/// `512 B`, `1.5 KiB`, `12.3 MiB`.
-public func formatBytes(_ bytes: Int) -> String {
-  let value = Double(bytes)
-  switch abs(value) {
-  case ..<1024: return "\(bytes) B"
-  case ..<(1024 * 1024): return String(format: "%.1f KiB", value / 1024)
-  case ..<(1024 * 1024 * 1024): return String(format: "%.1f MiB", value / 1024 / 1024)
-  default: return String(format: "%.2f GiB", value / 1024 / 1024 / 1024)
-  }
-}
+/// `512 B`, `1.5 KiB`, `12.3 MiB`: ``ByteSize``'s spelling.
+public func formatBytes(_ bytes: Int) -> String { ByteSize(bytes: bytes).description }

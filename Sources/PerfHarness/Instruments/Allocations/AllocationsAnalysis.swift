@@ -7,7 +7,7 @@ struct AllocationsAnalysis {
 
   /// Growth categories listed per generation.
   var growthCategoryLimit = 10
-  /// Decides `isApp` for a frame. The main repo's `ProfileBuilder.isAppCode` also treats
+  /// Decides `isApp` for a frame. The main repo's `CodeOwnership.isAppCode` also treats
   /// the harness's own modules and the standard library's specializations as system.
   var isAppFrame: (SymbolizedFrame) -> Bool = { $0.isMainExecutable }
   /// Hide System Libraries: drop non-app frames from growth stacks (kept when the whole

@@ -91,9 +91,10 @@ final class TimeProfiler {
       signalsReceived: results.reduce(0) { $0 + $1.signalsReceived },
       totalWeightMilliseconds: totalWeight,
       durationMilliseconds: results.reduce(0) { $0 + Double($1.stopNanoseconds &- $1.startNanoseconds) / 1e6 },
-      handlerMedianMicroseconds: percentile(handlerNanoseconds, 0.5) / 1000,
-      handlerP90Microseconds: percentile(handlerNanoseconds, 0.9) / 1000,
-      medianStackDepth: Int(percentile(results.flatMap { $0.samples.map { UInt32($0.frames.count) } }.sorted(), 0.5)),
+      handlerMedianMicroseconds: Statistics.percentile(sorted: handlerNanoseconds, 0.5) / 1000,
+      handlerP90Microseconds: Statistics.percentile(sorted: handlerNanoseconds, 0.9) / 1000,
+      medianStackDepth: Int(
+        Statistics.percentile(sorted: results.flatMap { $0.samples.map { UInt32($0.frames.count) } }.sorted(), 0.5)),
       symbolizationMilliseconds: symbolization.milliseconds, uniqueAddresses: builder.uniqueAddresses,
       threads: threads, topFunctions: merged.topFunctions(hideSystemLibraries: true, limit: 25), profile: merged,
       sampleSource: sources.isEmpty ? nil : sources.map(\.rawValue).sorted().joined(separator: "+"),
@@ -159,11 +160,6 @@ final class TimeProfiler {
       return "the program ignores SIGPROF: SIGPROFs that are not the sampler's stay ignored"
     default: return nil
     }
-  }
-
-  private func percentile(_ sorted: [UInt32], _ fraction: Double) -> Double {
-    guard !sorted.isEmpty else { return 0 }
-    return Double(sorted[min(sorted.count - 1, Int(Double(sorted.count - 1) * fraction))])
   }
 }
 

@@ -31,11 +31,15 @@ public struct ByteSize: Hashable, Sendable, CustomStringConvertible {
     bytes = Int((value * factor).rounded())
   }
 
+  /// `512 B`, `1.5 KiB`, `12.3 MiB`, `1.25 GiB`: how every report and message writes a size
+  /// (a negative one, a shrink, with its sign).
   public var description: String {
-    switch bytes {
+    let value = Double(bytes)
+    switch abs(value) {
     case ..<1024: return "\(bytes) B"
-    case ..<(1024 * 1024): return String(format: "%.1f KiB", Double(bytes) / 1024)
-    default: return String(format: "%.1f MiB", Double(bytes) / 1024 / 1024)
+    case ..<(1024 * 1024): return String(format: "%.1f KiB", value / 1024)
+    case ..<(1024 * 1024 * 1024): return String(format: "%.1f MiB", value / 1024 / 1024)
+    default: return String(format: "%.2f GiB", value / 1024 / 1024 / 1024)
     }
   }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import PerfHarness
+import PerfReports
 
 extension HTMLReport {
   /// What rendering one report to HTML cost, for `make bench`.
@@ -15,9 +16,7 @@ extension HTMLReport {
     let clock = ContinuousClock()
     let start = clock.now
     let html = try render(report)
-    let elapsed = start.duration(to: clock.now)
-    let milliseconds = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
-    return (html, RenderTiming(milliseconds: milliseconds, bytes: html.utf8.count))
+    return (html, RenderTiming(milliseconds: start.duration(to: clock.now).milliseconds, bytes: html.utf8.count))
   }
 
   /// The headless Chromium command that opens `page` and prints its DOM once the page has
@@ -42,6 +41,12 @@ extension HTMLReport {
     public var treeMilliseconds: Double
     /// Every section drawn.
     public var renderedMilliseconds: Double
+
+    public init(parsedMilliseconds: Double, treeMilliseconds: Double, renderedMilliseconds: Double) {
+      self.parsedMilliseconds = parsedMilliseconds
+      self.treeMilliseconds = treeMilliseconds
+      self.renderedMilliseconds = renderedMilliseconds
+    }
   }
 
   /// Reads the timing a page recorded from the DOM that ``browserTimingCommand(page:userDataDirectory:)``

@@ -108,8 +108,7 @@ enum LeakAnalysis {
     var report = classify(
       graph: graph, recording: recording, symbolizer: symbolizer, suppressions: suppressions,
       notJudged: freedMeanwhile, describesRetainers: describesRetainers)
-    let elapsed = (ContinuousClock.now - start).components
-    report.analysisMilliseconds = Double(elapsed.seconds) * 1000 + Double(elapsed.attoseconds) / 1e15
+    report.analysisMilliseconds = (ContinuousClock.now - start).milliseconds
     return report
   }
 
