@@ -1,0 +1,389 @@
+// The malloc family's interposers, each a flag check in front of glibc's own entry point,
+// and the fork handlers: the code every allocation of the process runs through.
+#include "block_table.h"
+#include "leak_support.h"
+#include "nursery.h"
+#include "record.h"
+#include "swift_objects.h"
+#include "timeline.h"
+
+#if CPERFALLOC_INTERPOSES
+// MARK: - The hooks
+//
+// Each public function checks one relaxed flag and forwards; while recording it
+// tail-calls (musttail) a recording variant with the same signature, so that variant's
+// frame sits directly on the caller's and its return address is the allocation site.
+
+#define RECORDING() UNLIKELY(atomic_load_explicit(&g_recording, memory_order_relaxed))
+#define HOOK_FRAME() ((uintptr_t *)__builtin_frame_address(0))
+
+__attribute__((noinline)) static void *recordCountsSlow(void *p, size_t size, uintptr_t ret, uintptr_t callerFrame,
+                                                       uintptr_t frame) {
+  t_inHook = 1;
+  if (p && !t_ignoringAllocations) recordAllocCountsAt(p, size, isObjectAt(ret, callerFrame, frame));
+  t_inHook = 0;
+  return p;
+}
+
+// malloc's recording in a types-and-counts session, after glibc's malloc (frame: the
+// hook's, as its three words). A block whose nursery slot is empty goes in without a
+// call, so this needs no stack frame of its own; everything else (no nursery yet, an
+// eviction, ignored allocations) goes to recordCountsSlow before anything has changed.
+__attribute__((noinline)) static void *recordCounts(void *p, size_t size, uintptr_t ret, uintptr_t callerFrame,
+                                                   uintptr_t frame) {
+  Nursery *n = t_nursery;
+  uint64_t address = (uint64_t)(uintptr_t)p;
+  uint64_t key = address >> 4;
+  bool fits = !(address & 15) && key <= ADDR_MASK;
+  uint32_t countdown = t_clockCountdown;
+  uint64_t tidBits = t_tidBits;
+  // The clock's turn and a thread's first allocation take the slow path too (newSlot):
+  // whatever calls out would cost this function its frameless path.
+  if (UNLIKELY(!p || !n || !fits || t_ignoringAllocations || countdown == 0 || tidBits == 0 || !nurseryEnter(n))) {
+    __attribute__((musttail)) return recordCountsSlow(p, size, ret, callerFrame, frame);
+  }
+  Slot *e = &n->slots[nurseryIndex(hashAddress(key))];
+  if (UNLIKELY(__atomic_load_n(&e->w0, __ATOMIC_RELAXED) & ADDR_MASK)) {
+    nurseryLeave(n);
+    __attribute__((musttail)) return recordCountsSlow(p, size, ret, callerFrame, frame);
+  }
+  t_clockCountdown = countdown - 1;
+  uint64_t size40 = size > SIZE_MASK ? SIZE_MASK : size;
+  Slot slot = {
+    .w0 = key | atomic_load_explicit(&g_generationBits, memory_order_relaxed),
+    .w1 = size40 | tidBits | (isObjectAt(ret, callerFrame, frame) ? OBJECT_BIT : 0),
+    .w2 = atomic_load_explicit(&g_nowMicros, memory_order_relaxed) << 32,
+  };
+  nurseryFill(n, e, &slot, size);
+  nurseryLeave(n);
+  return p;
+}
+
+// Sessions other than types and counts with nurseries (and reentry).
+__attribute__((noinline)) static void *mallocRecordingAll(size_t size) {
+  if (t_inHook) return __libc_malloc(size);
+  t_inHook = 1;
+  void *p = __libc_malloc(size);
+  AVOID_RESERVED(p, size, __libc_malloc(size));
+  if (p) {
+    zeroIfTrackingAll(p, 0, size);
+    recordAlloc(p, size, HOOK_FRAME());
+  }
+  t_inHook = 0;
+  return p;
+}
+
+__attribute__((noinline)) static void *mallocRecording(size_t size) {
+  if (UNLIKELY(t_inHook || !atomic_load_explicit(&g_countsFast, memory_order_relaxed))) {
+    __attribute__((musttail)) return mallocRecordingAll(size);
+  }
+  // No reentry guard around glibc's malloc, which calls no malloc.
+  uintptr_t *frame = HOOK_FRAME();
+  void *p = __libc_malloc(size);
+  return recordCounts(p, size, frame[1], frame[0], (uintptr_t)frame);
+}
+
+void *malloc(size_t size) {
+  if (RECORDING()) __attribute__((musttail)) return mallocRecording(size);
+  return __libc_malloc(size);
+}
+
+__attribute__((noinline)) static void freeRecordingSlow(void *pointer) {
+  if (WATCHING()) noteFree(pointer);
+  if (t_inHook) {
+    __libc_free(pointer);
+    return;
+  }
+  t_inHook = 1;
+  recordFree(pointer);
+  t_inHook = 0;
+  // A tail call; glibc's free allocates nothing, and a malloc it made would be recorded
+  // like any other.
+  __libc_free(pointer);
+}
+
+// The common free: a block in the thread's own nursery, of a category its freed table has
+// met. It checks all of that before it changes anything, so on any miss the slow path
+// takes the whole free; it calls nothing else, which spares it a stack frame and the
+// reentry guard.
+__attribute__((noinline)) static void freeRecording(void *pointer) {
+  Nursery *n = t_nursery;
+  if (UNLIKELY(WATCHING() || t_inHook || !n || !nurseryEnter(n))) {
+    __attribute__((musttail)) return freeRecordingSlow(pointer);
+  }
+  uint64_t key = (uint64_t)(uintptr_t)pointer >> 4;
+  Slot *e = &n->slots[nurseryIndex(hashAddress(key))];
+  uint64_t w0 = __atomic_load_n(&e->w0, __ATOMIC_RELAXED);
+  FreedSlot *table = n->freed.slots;
+  if (UNLIKELY((w0 & ADDR_MASK) != key || !table)) {
+    nurseryLeave(n);
+    __attribute__((musttail)) return freeRecordingSlow(pointer);
+  }
+  uint64_t w1 = e->w1;
+  uint64_t size = w1 & SIZE_MASK;
+  uint64_t metadata = (w1 & OBJECT_BIT) ? *(uint64_t *)pointer : 0;
+  FreedSlot *f;
+  if (metadata != 0 && !(metadata & 7)) {
+    f = &table[freedHome(STRIPES + n->index, metadata)];
+    if (UNLIKELY(f->key != metadata)) f = NULL;
+  } else {
+    f = &table[FREED_SLOTS + sizeClassOf(size)];
+  }
+  if (UNLIKELY(!f || f->count == 0)) {
+    nurseryLeave(n);
+    __attribute__((musttail)) return freeRecordingSlow(pointer);
+  }
+  // Only a second free of the same block could race with this store.
+  __atomic_store_n(&e->w0, 0, __ATOMIC_RELAXED);
+  BUMP(n->frees, 1);
+  BUMP(n->freedBytes, size);
+  f->count++;
+  f->bytes += size;
+  nurseryLeave(n);
+  __attribute__((musttail)) return __libc_free(pointer);
+}
+
+void free(void *pointer) {
+  if (RECORDING() && pointer) {
+    __attribute__((musttail)) return freeRecording(pointer);
+  }
+  if (WATCHING() && pointer) noteFree(pointer);
+  __libc_free(pointer);
+}
+
+__attribute__((noinline)) static void *callocRecording(size_t count, size_t size) {
+  if (t_inHook) return __libc_calloc(count, size);
+  t_inHook = 1;
+  void *p = __libc_calloc(count, size);
+  AVOID_RESERVED(p, count * size, __libc_calloc(count, size));
+  if (p) recordAlloc(p, count * size, HOOK_FRAME());  // no overflow: calloc succeeded
+  t_inHook = 0;
+  return p;
+}
+
+void *calloc(size_t count, size_t size) {
+  if (RECORDING()) __attribute__((musttail)) return callocRecording(count, size);
+  return __libc_calloc(count, size);
+}
+
+__attribute__((noinline)) static void *reallocRecording(void *pointer, size_t size) {
+  if (WATCHING() && pointer) noteFree(pointer);
+  if (t_inHook) return __libc_realloc(pointer, size);
+  t_inHook = 1;
+  // Take the old block out before glibc can hand its address to another thread.
+  Slot old;
+  int taken = pointer ? takeBlock(pointer, &old, false) : TAKE_UNTRACKED;
+  bool tracked = taken == TAKE_TRACKED;
+  uint64_t oldKey = tracked ? categoryKey(pointer, &old) : 0;
+  // What the block held before: the rest is uninitialized, i.e. stale words of freed
+  // blocks, which a leak scan would read as pointers to whatever now lives at those
+  // addresses (realloc(NULL, n) included: it is a malloc).
+  size_t oldSize = !pointer ? 0 : taken != TAKE_UNTRACKED ? (size_t)(old.w1 & SIZE_MASK)
+                   : g_zeroNewBlocks ? malloc_usable_size(pointer) : 0;
+  void *p = __libc_realloc(pointer, size);
+  if (!p && size != 0 && pointer) {
+    if (taken != TAKE_UNTRACKED) putBack(pointer, &old);  // failed: the old block is untouched
+  } else {
+    if (tracked) aggregateFree(pointer, &old, oldKey);
+    if (UNLIKELY(coversReserved(p, size))) {
+      // Moved elsewhere by hand; the block glibc chose is held aside.
+      void *q = __libc_malloc(size);
+      AVOID_RESERVED(q, size, __libc_malloc(size));
+      if (q) {
+        memcpy(q, p, size);
+        if (holdAside(p, size)) p = q;
+        else __libc_free(q);
+      }
+    }
+    if (p) {
+      if (size > oldSize) zeroIfTrackingAll(p, oldSize, size);
+      recordAlloc(p, size, HOOK_FRAME());
+    }
+  }
+  t_inHook = 0;
+  return p;
+}
+
+void *realloc(void *pointer, size_t size) {
+  if (RECORDING()) __attribute__((musttail)) return reallocRecording(pointer, size);
+  // Logged moved or not: a block resized in place is not the listed block either.
+  if (WATCHING() && pointer) noteFree(pointer);
+  return __libc_realloc(pointer, size);
+}
+
+void *reallocarray(void *pointer, size_t count, size_t size) {
+  size_t bytes;
+  if (__builtin_mul_overflow(count, size, &bytes)) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  return realloc(pointer, bytes);
+}
+
+__attribute__((noinline)) static void *memalignRecording(size_t alignment, size_t size) {
+  if (t_inHook) return __libc_memalign(alignment, size);
+  t_inHook = 1;
+  void *p = __libc_memalign(alignment, size);
+  AVOID_RESERVED(p, size, __libc_memalign(alignment, size));
+  if (p) {
+    zeroIfTrackingAll(p, 0, size);
+    recordAlloc(p, size, HOOK_FRAME());
+  }
+  t_inHook = 0;
+  return p;
+}
+
+void *memalign(size_t alignment, size_t size) {
+  if (RECORDING()) __attribute__((musttail)) return memalignRecording(alignment, size);
+  return __libc_memalign(alignment, size);
+}
+
+static bool isPowerOfTwo(size_t x) { return x && !(x & (x - 1)); }
+
+__attribute__((noinline)) static int posixMemalignRecording(void **out, size_t alignment, size_t size) {
+  if (!isPowerOfTwo(alignment) || alignment % sizeof(void *)) return EINVAL;
+  int savedErrno = errno;
+  void *p;
+  if (t_inHook) {
+    p = __libc_memalign(alignment, size);
+  } else {
+    t_inHook = 1;
+    p = __libc_memalign(alignment, size);
+    AVOID_RESERVED(p, size, __libc_memalign(alignment, size));
+    if (p) {
+      zeroIfTrackingAll(p, 0, size);
+      recordAlloc(p, size, HOOK_FRAME());
+    }
+    t_inHook = 0;
+  }
+  errno = savedErrno;  // posix_memalign reports through its result, never errno
+  if (!p) return ENOMEM;
+  *out = p;
+  return 0;
+}
+
+int posix_memalign(void **out, size_t alignment, size_t size) {
+  if (RECORDING()) __attribute__((musttail)) return posixMemalignRecording(out, alignment, size);
+  if (!isPowerOfTwo(alignment) || alignment % sizeof(void *)) return EINVAL;
+  int savedErrno = errno;
+  void *p = __libc_memalign(alignment, size);
+  errno = savedErrno;
+  if (!p) return ENOMEM;
+  *out = p;
+  return 0;
+}
+
+void *aligned_alloc(size_t alignment, size_t size) {
+  if (!isPowerOfTwo(alignment)) {
+    errno = EINVAL;
+    return NULL;
+  }
+  if (RECORDING()) __attribute__((musttail)) return memalignRecording(alignment, size);
+  return __libc_memalign(alignment, size);
+}
+
+static size_t pageSize(void) {
+  static _Atomic size_t cached;
+  size_t page = atomic_load_explicit(&cached, memory_order_relaxed);
+  if (!page) {
+    page = (size_t)sysconf(_SC_PAGESIZE);
+    atomic_store_explicit(&cached, page, memory_order_relaxed);
+  }
+  return page;
+}
+
+__attribute__((noinline)) static void *vallocRecording(size_t size) {
+  if (t_inHook) return __libc_memalign(pageSize(), size);
+  t_inHook = 1;
+  void *p = __libc_memalign(pageSize(), size);
+  AVOID_RESERVED(p, size, __libc_memalign(pageSize(), size));
+  if (p) {
+    zeroIfTrackingAll(p, 0, size);
+    recordAlloc(p, size, HOOK_FRAME());
+  }
+  t_inHook = 0;
+  return p;
+}
+
+void *valloc(size_t size) {
+  if (RECORDING()) __attribute__((musttail)) return vallocRecording(size);
+  return __libc_memalign(pageSize(), size);
+}
+
+// Whole pages; 0 becomes one page. NULL with ENOMEM when rounding overflows.
+static size_t pageRoundedOrZero(size_t size) {
+  size_t page = pageSize();
+  size_t rounded;
+  if (__builtin_add_overflow(size, page - 1, &rounded)) return 0;
+  rounded &= ~(page - 1);
+  return rounded ? rounded : page;
+}
+
+__attribute__((noinline)) static void *pvallocRecording(size_t size) {
+  size_t rounded = pageRoundedOrZero(size);
+  if (!rounded) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  if (t_inHook) return __libc_memalign(pageSize(), rounded);
+  t_inHook = 1;
+  void *p = __libc_memalign(pageSize(), rounded);
+  AVOID_RESERVED(p, rounded, __libc_memalign(pageSize(), rounded));
+  if (p) {
+    zeroIfTrackingAll(p, 0, rounded);
+    recordAlloc(p, rounded, HOOK_FRAME());
+  }
+  t_inHook = 0;
+  return p;
+}
+
+void *pvalloc(size_t size) {
+  if (RECORDING()) __attribute__((musttail)) return pvallocRecording(size);
+  size_t rounded = pageRoundedOrZero(size);
+  if (!rounded) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  return __libc_memalign(pageSize(), rounded);
+}
+
+// glibc exports no __libc_ name for it: find the next definition (libc's) once.
+static size_t (*_Atomic g_libcUsableSize)(void *);
+
+size_t malloc_usable_size(void *pointer) {
+  size_t (*real)(void *) = atomic_load_explicit(&g_libcUsableSize, memory_order_acquire);
+  if (UNLIKELY(!real)) {
+    real = (size_t (*)(void *))dlsym(RTLD_NEXT, "malloc_usable_size");
+    if (!real) return 0;
+    atomic_store_explicit(&g_libcUsableSize, real, memory_order_release);
+  }
+  return real(pointer);
+}
+
+#endif  // CPERFALLOC_INTERPOSES
+
+// MARK: - Fork
+
+// The child must never see a table mid-update: the forking thread holds every lock
+// across fork(). The child keeps the recorded data but records nothing more.
+ALLOC_HIDDEN void forkPrepare(void) {
+  if (atomic_load_explicit(&g_state, memory_order_acquire) == STATE_IDLE) return;
+  spinLock(&g_markLock);
+  for (int i = 0; i < STRIPES; i++) spinLock(&g_stripes[i].lock);
+}
+
+ALLOC_HIDDEN void forkParent(void) {
+  if (atomic_load_explicit(&g_state, memory_order_acquire) == STATE_IDLE) return;
+  for (int i = STRIPES - 1; i >= 0; i--) spinUnlock(&g_stripes[i].lock);
+  spinUnlock(&g_markLock);
+}
+
+ALLOC_HIDDEN void forkChild(void) {
+  t_tid = 0;
+  t_tidBits = 0;
+  if (atomic_load_explicit(&g_state, memory_order_acquire) == STATE_IDLE) return;
+  atomic_store_explicit(&g_recording, 0, memory_order_relaxed);
+  atomic_store_explicit(&g_nurseriesOn, 0, memory_order_relaxed);
+  for (int i = STRIPES - 1; i >= 0; i--) spinUnlock(&g_stripes[i].lock);
+  spinUnlock(&g_markLock);
+}

@@ -1,0 +1,92 @@
+// Reserved addresses (CPerfAlloc_reserveAddresses) and watched frees
+// (CPerfAlloc_watchFrees): the leaks instrument's controls; leak_support.h has the hooks' side.
+#include "leak_support.h"
+
+#include "nursery.h"
+
+ALLOC_HIDDEN const uint64_t *_Atomic g_reserved;
+ALLOC_HIDDEN _Atomic uint64_t g_reservedCount;
+ALLOC_HIDDEN uint64_t g_reservedLo, g_reservedHi;
+static uint64_t *g_reservedStorage;
+static size_t g_reservedStorageBytes;
+ALLOC_HIDDEN void **g_held;
+ALLOC_HIDDEN _Atomic uint64_t g_heldCount;
+ALLOC_HIDDEN _Atomic uint64_t g_heldBytes;
+ALLOC_HIDDEN _Atomic uint64_t g_notAvoided;
+
+void CPerfAlloc_reserveAddresses(const uint64_t *addresses, uint64_t count) {
+  atomic_store(&g_countsFast, 0);
+  atomic_store_explicit(&g_reservedCount, 0, memory_order_release);
+  if (!count || !addresses) return;
+  if (!g_held) {
+    g_held = mapBytes(HELD_CAPACITY * sizeof(void *));
+    if (!g_held) return;
+  }
+  size_t bytes = pageRound(count * sizeof(uint64_t));
+  if (bytes > g_reservedStorageBytes) {
+    uint64_t *storage = mapBytes(bytes);
+    if (!storage) return;
+    g_reservedStorage = storage;  // the old one stays mapped (see above)
+    g_reservedStorageBytes = bytes;
+  }
+  memcpy(g_reservedStorage, addresses, count * sizeof(uint64_t));
+  g_reservedLo = g_reservedStorage[0];
+  g_reservedHi = g_reservedStorage[count - 1];
+  atomic_store_explicit(&g_heldCount, 0, memory_order_relaxed);
+  atomic_store_explicit(&g_heldBytes, 0, memory_order_relaxed);
+  atomic_store_explicit(&g_notAvoided, 0, memory_order_relaxed);
+  atomic_store_explicit(&g_reserved, g_reservedStorage, memory_order_relaxed);
+  atomic_store_explicit(&g_reservedCount, count, memory_order_release);
+}
+
+void CPerfAlloc_releaseReservedAddresses(CPerfAlloc_Reserved *out) {
+  CPerfAlloc_Reserved r = {
+    .addresses = atomic_exchange_explicit(&g_reservedCount, 0, memory_order_acq_rel),
+    .heldBytes = atomic_load_explicit(&g_heldBytes, memory_order_relaxed),
+    .notAvoided = atomic_load_explicit(&g_notAvoided, memory_order_relaxed),
+  };
+  uint64_t held = atomic_exchange_explicit(&g_heldCount, 0, memory_order_relaxed);
+  if (held > HELD_CAPACITY) held = HELD_CAPACITY;
+  r.heldBlocks = held;
+  for (uint64_t i = 0; i < held; i++) {
+    if (g_held[i]) __libc_free(g_held[i]);
+    g_held[i] = NULL;
+  }
+  atomic_store_explicit(&g_heldBytes, 0, memory_order_relaxed);
+  atomic_store_explicit(&g_notAvoided, 0, memory_order_relaxed);
+  if (out) *out = r;
+}
+
+ALLOC_HIDDEN uint64_t *g_watchLog;
+static _Atomic int32_t g_watchWanted;  // set before the listing, the log starts at it
+ALLOC_HIDDEN _Atomic int32_t g_watching;
+ALLOC_HIDDEN _Atomic uint64_t g_watchCount;
+
+// Under the listing's locks (or right before it): frees from here on are logged.
+ALLOC_HIDDEN void startWatchIfWanted(void) {
+  if (!atomic_load_explicit(&g_watchWanted, memory_order_relaxed) || !g_watchLog) return;
+  atomic_store_explicit(&g_watchCount, 0, memory_order_relaxed);
+  atomic_store_explicit(&g_watching, 1, memory_order_release);
+}
+
+void CPerfAlloc_watchFrees(void) {
+  if (!g_watchLog) {
+    g_watchLog = mapBytes(WATCH_CAPACITY * sizeof(uint64_t));
+    if (!g_watchLog) return;
+  }
+  atomic_store_explicit(&g_watching, 0, memory_order_relaxed);
+  atomic_store_explicit(&g_watchWanted, 1, memory_order_release);
+}
+
+uint64_t CPerfAlloc_watchedFrees(const uint64_t **addresses, uint64_t *frees) {
+  if (addresses) *addresses = g_watchLog;
+  uint64_t n = atomic_load_explicit(&g_watching, memory_order_acquire)
+                   ? atomic_load_explicit(&g_watchCount, memory_order_acquire) : 0;
+  if (frees) *frees = n;
+  return n < WATCH_CAPACITY ? n : WATCH_CAPACITY;
+}
+
+void CPerfAlloc_endWatchingFrees(void) {
+  atomic_store_explicit(&g_watchWanted, 0, memory_order_relaxed);
+  atomic_store_explicit(&g_watching, 0, memory_order_release);
+}
