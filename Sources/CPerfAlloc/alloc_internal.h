@@ -9,7 +9,7 @@
 // parts that must be C live here: the hooks, their mmap-backed tables, the snapshot.
 #include "CPerfAlloc.h"
 
-#include "CPerfClock.h"
+#include "CPerfSupport.h"
 
 #include <dlfcn.h>
 #include <errno.h>

@@ -53,7 +53,7 @@ typedef struct FreedTable {
 } FreedTable;
 
 typedef struct __attribute__((aligned(128))) Stripe {
-  SpinLock lock;
+  CPerfSupport_SpinLock lock;
   Slot *slots;
   uint64_t capacity;  // slots
   uint64_t mappedBytes;

@@ -368,14 +368,14 @@ size_t malloc_usable_size(void *pointer) {
 // across fork(). The child keeps the recorded data but records nothing more.
 ALLOC_HIDDEN void forkPrepare(void) {
   if (atomic_load_explicit(&g_state, memory_order_acquire) == STATE_IDLE) return;
-  spinLock(&g_markLock);
-  for (int i = 0; i < STRIPES; i++) spinLock(&g_stripes[i].lock);
+  CPerfSupport_spinLock(&g_markLock);
+  for (int i = 0; i < STRIPES; i++) CPerfSupport_spinLock(&g_stripes[i].lock);
 }
 
 ALLOC_HIDDEN void forkParent(void) {
   if (atomic_load_explicit(&g_state, memory_order_acquire) == STATE_IDLE) return;
-  for (int i = STRIPES - 1; i >= 0; i--) spinUnlock(&g_stripes[i].lock);
-  spinUnlock(&g_markLock);
+  for (int i = STRIPES - 1; i >= 0; i--) CPerfSupport_spinUnlock(&g_stripes[i].lock);
+  CPerfSupport_spinUnlock(&g_markLock);
 }
 
 ALLOC_HIDDEN void forkChild(void) {
@@ -384,6 +384,6 @@ ALLOC_HIDDEN void forkChild(void) {
   if (atomic_load_explicit(&g_state, memory_order_acquire) == STATE_IDLE) return;
   atomic_store_explicit(&g_recording, 0, memory_order_relaxed);
   atomic_store_explicit(&g_nurseriesOn, 0, memory_order_relaxed);
-  for (int i = STRIPES - 1; i >= 0; i--) spinUnlock(&g_stripes[i].lock);
-  spinUnlock(&g_markLock);
+  for (int i = STRIPES - 1; i >= 0; i--) CPerfSupport_spinUnlock(&g_stripes[i].lock);
+  CPerfSupport_spinUnlock(&g_markLock);
 }

@@ -4,9 +4,9 @@
 
 ALLOC_HIDDEN Nursery *g_nurseries[MAX_NURSERIES];
 ALLOC_HIDDEN _Atomic uint32_t g_nurseryCount;
-static SpinLock g_nurseryLock;  // adding a nursery
+static CPerfSupport_SpinLock g_nurseryLock;  // adding a nursery
 ALLOC_HIDDEN Nursery g_overflow;
-ALLOC_HIDDEN SpinLock g_overflowLock;
+ALLOC_HIDDEN CPerfSupport_SpinLock g_overflowLock;
 ALLOC_HIDDEN _Atomic int32_t g_nurseriesOn;
 ALLOC_HIDDEN _Atomic int32_t g_countsFast;
 ALLOC_HIDDEN _Atomic uint64_t g_drainSeq;
@@ -25,7 +25,7 @@ __attribute__((noinline, cold)) ALLOC_HIDDEN Nursery *claimNursery(void) {
       return t_nursery = g_nurseries[i];
   }
   Nursery *n = NULL;
-  spinLock(&g_nurseryLock);
+  CPerfSupport_spinLock(&g_nurseryLock);
   count = atomic_load_explicit(&g_nurseryCount, memory_order_relaxed);
   if (count < MAX_NURSERIES && (n = mapBytes(sizeof(Nursery)))) {
     atomic_store_explicit(&n->owner, tid, memory_order_relaxed);
@@ -33,7 +33,7 @@ __attribute__((noinline, cold)) ALLOC_HIDDEN Nursery *claimNursery(void) {
     g_nurseries[count] = n;
     atomic_store_explicit(&g_nurseryCount, count + 1, memory_order_release);
   }
-  spinUnlock(&g_nurseryLock);
+  CPerfSupport_spinUnlock(&g_nurseryLock);
   if (!n) t_noNursery = 1;
   return t_nursery = n;
 }
@@ -53,17 +53,17 @@ __attribute__((noinline)) ALLOC_HIDDEN void nurseryEvict(Nursery *n, Slot *e, ui
   }
   uint64_t h = hashAddress(key);
   Stripe *s = stripeFor(h);
-  spinLock(&s->lock);
+  CPerfSupport_spinLock(&s->lock);
   bool placed = stripePlace(s, h, &moving);
-  spinUnlock(&s->lock);
+  CPerfSupport_spinUnlock(&s->lock);
   if (__atomic_compare_exchange_n(&e->w0, &old, 0, false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
     BUMP(n->movedOut, 1);
     BUMP(n->movedOutBytes, size);
   } else if (placed) {
     // Another thread freed it from the slot meanwhile (and counted the free).
-    spinLock(&s->lock);
+    CPerfSupport_spinLock(&s->lock);
     stripeRemoveExact(s, h, &moving);
-    spinUnlock(&s->lock);
+    CPerfSupport_spinUnlock(&s->lock);
   }
 }
 
@@ -80,7 +80,7 @@ ALLOC_HIDDEN void drainNurseries(void) {
   for (uint32_t i = 0; i < count; i++) {
     while (atomic_load(&g_nurseries[i]->busy)) sched_yield();
   }
-  spinLock(&g_overflowLock);
+  CPerfSupport_spinLock(&g_overflowLock);
   pid_t pid = getpid();
   for (uint32_t i = 0; i < count; i++) {
     Nursery *n = g_nurseries[i];
@@ -90,9 +90,9 @@ ALLOC_HIDDEN void drainNurseries(void) {
       if (!key) continue;
       uint64_t h = hashAddress(key);
       Stripe *s = stripeFor(h);
-      spinLock(&s->lock);
+      CPerfSupport_spinLock(&s->lock);
       stripePlace(s, h, &moving);
-      spinUnlock(&s->lock);
+      CPerfSupport_spinUnlock(&s->lock);
       n->slots[j].w0 = 0;
       BUMP(n->movedOut, 1);
       BUMP(n->movedOutBytes, moving.w1 & SIZE_MASK);
@@ -101,7 +101,7 @@ ALLOC_HIDDEN void drainNurseries(void) {
     int32_t owner = atomic_load(&n->owner);
     if (owner && syscall(SYS_tgkill, pid, owner, 0) != 0 && errno == ESRCH) atomic_store(&n->owner, 0);
   }
-  spinUnlock(&g_overflowLock);
+  CPerfSupport_spinUnlock(&g_overflowLock);
   atomic_fetch_add(&g_drainSeq, 1);
   errno = savedErrno;
 }

@@ -43,7 +43,7 @@ extern ALLOC_HIDDEN _Atomic uint32_t g_nurseryCount;
 // Frees by threads that got no nursery (all MAX_NURSERIES taken) are counted here,
 // under g_overflowLock; its slots stay empty.
 extern ALLOC_HIDDEN Nursery g_overflow;  // index MAX_NURSERIES, set at start
-extern ALLOC_HIDDEN SpinLock g_overflowLock;
+extern ALLOC_HIDDEN CPerfSupport_SpinLock g_overflowLock;
 extern ALLOC_HIDDEN _Atomic int32_t g_nurseriesOn;
 // Types and counts with nurseries and no reserved addresses: malloc's hook skips the checks
 // other sessions need (reserved addresses, zeroing, blocks from before the session, stacks).

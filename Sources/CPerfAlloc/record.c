@@ -12,16 +12,16 @@ __attribute__((noinline, cold)) static void recordPreexisting(uint64_t address, 
   uint64_t key = address >> 4;
   uint64_t h = hashAddress(key);
   Stripe *s = stripeFor(h);
-  spinLock(&s->lock);
+  CPerfSupport_spinLock(&s->lock);
   if (UNLIKELY(!atomic_load_explicit(&g_recording, memory_order_relaxed))) {
-    spinUnlock(&s->lock);
+    CPerfSupport_spinUnlock(&s->lock);
     return;
   }
   bool before = atomic_load_explicit(&g_preexistingPhase, memory_order_relaxed) ||
                 atomic_load_explicit(&g_paused, memory_order_relaxed);
   if (UNLIKELY((address & 15) || key > ADDR_MASK || !stripeReserve(s))) {
     if (!before) s->lostBlocks++;
-    spinUnlock(&s->lock);
+    CPerfSupport_spinUnlock(&s->lock);
     return;
   }
   uint64_t generation = before ? 0 : atomic_load_explicit(&g_generation, memory_order_relaxed);
@@ -65,7 +65,7 @@ __attribute__((noinline, cold)) static void recordPreexisting(uint64_t address, 
     s->allocations++;
     s->allocatedBytes += size;
   }
-  spinUnlock(&s->lock);
+  CPerfSupport_spinUnlock(&s->lock);
 }
 
 // Into the stripes: for blocks that cannot go to a nursery, or while nurseries are off.
@@ -74,14 +74,14 @@ __attribute__((noinline)) static void recordAllocInStripes(uint64_t h, Slot slot
                                                            uintptr_t *frame, uintptr_t (*reads)[2], uint32_t readCount,
                                                            bool clockRead) {
   Stripe *s = stripeFor(h);
-  spinLock(&s->lock);
+  CPerfSupport_spinLock(&s->lock);
   if (UNLIKELY(!atomic_load_explicit(&g_recording, memory_order_relaxed))) {
-    spinUnlock(&s->lock);
+    CPerfSupport_spinUnlock(&s->lock);
     return;
   }
   if (UNLIKELY(!fits)) {
     s->lostBlocks++;
-    spinUnlock(&s->lock);
+    CPerfSupport_spinUnlock(&s->lock);
     return;
   }
   if (depth) {
@@ -94,7 +94,7 @@ __attribute__((noinline)) static void recordAllocInStripes(uint64_t h, Slot slot
     s->allocatedBytes += size;
   }
   if (UNLIKELY(clockRead)) timelineMaybeSample(slot.w2 >> 32);
-  spinUnlock(&s->lock);
+  CPerfSupport_spinUnlock(&s->lock);
 }
 
 // With full stacks, or while blocks from before the session are listed.
@@ -160,9 +160,9 @@ __attribute__((noinline, cold)) ALLOC_HIDDEN void recordPaused(void *pointer, si
 // critical section.
 static int takeFromStripes(void *pointer, uint64_t key, uint64_t h, Slot *out, bool aggregate) {
   Stripe *s = stripeFor(h);
-  spinLock(&s->lock);
+  CPerfSupport_spinLock(&s->lock);
   if (UNLIKELY(!atomic_load_explicit(&g_recording, memory_order_relaxed) || !s->slots)) {
-    spinUnlock(&s->lock);
+    CPerfSupport_spinUnlock(&s->lock);
     return TAKE_UNTRACKED;
   }
   uint64_t capacity = s->capacity;
@@ -171,7 +171,7 @@ static int takeFromStripes(void *pointer, uint64_t key, uint64_t h, Slot *out, b
     uint64_t k = s->slots[i].w0 & ADDR_MASK;
     if (k == KEY_EMPTY) {
       // Allocated before recording started (or untracked): ignore.
-      spinUnlock(&s->lock);
+      CPerfSupport_spinUnlock(&s->lock);
       return TAKE_UNTRACKED;
     }
     if (k == key) break;
@@ -184,7 +184,7 @@ static int takeFromStripes(void *pointer, uint64_t key, uint64_t h, Slot *out, b
   if (slot.w1 & PREEXISTING_BIT) {
     s->preLive--;
     s->preLiveBytes -= size;
-    spinUnlock(&s->lock);
+    CPerfSupport_spinUnlock(&s->lock);
     return TAKE_PREEXISTING;
   }
   s->live--;
@@ -197,7 +197,7 @@ static int takeFromStripes(void *pointer, uint64_t key, uint64_t h, Slot *out, b
     if (metadata != 0 && !(metadata & 7)) freedAdd(&s->freed, (uint64_t)(s - g_stripes), metadata, size);
     else freedAddUntyped(&s->freed, size);
   }
-  spinUnlock(&s->lock);
+  CPerfSupport_spinUnlock(&s->lock);
   return TAKE_TRACKED;
 }
 
@@ -243,12 +243,12 @@ __attribute__((noinline)) ALLOC_HIDDEN int takeFromStripesAfterDrain(void *point
 
 __attribute__((noinline)) ALLOC_HIDDEN int takeAsOverflowThread(void *pointer, uint64_t key, uint64_t h, Slot *out,
                                                            bool aggregate) {
-  spinLock(&g_overflowLock);
+  CPerfSupport_spinLock(&g_overflowLock);
   if (atomic_load_explicit(&g_nurseriesOn, memory_order_relaxed)) {
     int taken = takeFromOthers(NULL, &g_overflow, pointer, key, h, out, aggregate);
-    spinUnlock(&g_overflowLock);
+    CPerfSupport_spinUnlock(&g_overflowLock);
     return taken;
   }
-  spinUnlock(&g_overflowLock);
+  CPerfSupport_spinUnlock(&g_overflowLock);
   return takeFromStripesAfterDrain(pointer, key, h, out, aggregate);
 }

@@ -145,12 +145,12 @@ static inline void aggregateFree(void *pointer, const Slot *slot, uint64_t key) 
   uint64_t size = slot->w1 & SIZE_MASK;
   uint64_t h = hashAddress((uint64_t)(uintptr_t)pointer >> 4);
   Stripe *s = stripeFor(h);
-  spinLock(&s->lock);
+  CPerfSupport_spinLock(&s->lock);
   if (LIKELY(atomic_load_explicit(&g_recording, memory_order_relaxed))) {
     s->frees++;
     freedAdd(&s->freed, (uint64_t)(s - g_stripes), key, size);
   }
-  spinUnlock(&s->lock);
+  CPerfSupport_spinUnlock(&s->lock);
 }
 
 // realloc failed: the old block is still valid, put it back unchanged.
@@ -158,7 +158,7 @@ static inline void putBack(void *pointer, const Slot *slot) {
   uint64_t key = (uint64_t)(uintptr_t)pointer >> 4;
   uint64_t h = hashAddress(key);
   Stripe *s = stripeFor(h);
-  spinLock(&s->lock);
+  CPerfSupport_spinLock(&s->lock);
   if (atomic_load_explicit(&g_recording, memory_order_relaxed) && stripeReserve(s)) {
     uint64_t i = slotIndex(h, s->capacity);
     while ((s->slots[i].w0 & ADDR_MASK) > KEY_TOMBSTONE) i = (i + 1 == s->capacity) ? 0 : i + 1;
@@ -173,7 +173,7 @@ static inline void putBack(void *pointer, const Slot *slot) {
       __atomic_store_n(&s->liveBytes, s->liveBytes + size, __ATOMIC_RELAXED);
     }
   }
-  spinUnlock(&s->lock);
+  CPerfSupport_spinUnlock(&s->lock);
 }
 
 static inline void recordFree(void *pointer) {

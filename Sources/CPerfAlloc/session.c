@@ -69,29 +69,29 @@ static int registerAtfork(void) {
 
 // Stops the hooks' tracking of a session that never started (start failed).
 static void endTracking(void) {
-  for (int i = 0; i < STRIPES; i++) spinLock(&g_stripes[i].lock);
+  for (int i = 0; i < STRIPES; i++) CPerfSupport_spinLock(&g_stripes[i].lock);
   atomic_store(&g_recording, 0);
   atomic_store(&g_preexistingPhase, 0);
-  for (int i = STRIPES - 1; i >= 0; i--) spinUnlock(&g_stripes[i].lock);
+  for (int i = STRIPES - 1; i >= 0; i--) CPerfSupport_spinUnlock(&g_stripes[i].lock);
 }
 
 int32_t CPerfAlloc_start(const CPerfAlloc_Config *config, CPerfAlloc_Error *error) {
   if (error) memset(error, 0, sizeof(*error));
   if (!CPERFALLOC_INTERPOSES)
-    return fail(error, CPerfAlloc_ErrorState,
+    return CPerfSupport_fail(error, CPerfAlloc_ErrorState,
                 "the allocations instrument is not available under ThreadSanitizer (no malloc interposer)", 0);
-  if (!config) return fail(error, CPerfAlloc_ErrorInvalidMode, "config", 0);
+  if (!config) return CPerfSupport_fail(error, CPerfAlloc_ErrorInvalidMode, "config", 0);
   if (config->mode != CPerfAlloc_ModeCountsOnly && config->mode != CPerfAlloc_ModeFullStacks)
-    return fail(error, CPerfAlloc_ErrorInvalidMode, "mode", 0);
+    return CPerfSupport_fail(error, CPerfAlloc_ErrorInvalidMode, "mode", 0);
   if (config->mode == CPerfAlloc_ModeFullStacks &&
       (config->maxDepth < CPerfAlloc_MinDepth || config->maxDepth > CPerfAlloc_MaxDepth))
-    return fail(error, CPerfAlloc_ErrorInvalidDepth, "maxDepth", 0);
+    return CPerfSupport_fail(error, CPerfAlloc_ErrorInvalidDepth, "maxDepth", 0);
   int32_t expected = STATE_IDLE;
   bool continuing = false;  // the tables already hold the blocks allocated since process start
   if (!atomic_compare_exchange_strong(&g_state, &expected, STATE_BUSY)) {
     expected = STATE_TRACKING;
     if (!atomic_compare_exchange_strong(&g_state, &expected, STATE_BUSY))
-      return fail(error, CPerfAlloc_ErrorBusy, "start", 0);
+      return CPerfSupport_fail(error, CPerfAlloc_ErrorBusy, "start", 0);
     continuing = true;
   }
 
@@ -99,10 +99,10 @@ int32_t CPerfAlloc_start(const CPerfAlloc_Config *config, CPerfAlloc_Error *erro
   if (rc != 0) {
     if (continuing) {
       atomic_store(&g_state, STATE_TRACKING);
-      return fail(error, CPerfAlloc_ErrorSystem, "pthread_atfork", rc);
+      return CPerfSupport_fail(error, CPerfAlloc_ErrorSystem, "pthread_atfork", rc);
     }
     atomic_store(&g_state, STATE_IDLE);
-    return fail(error, CPerfAlloc_ErrorSystem, "pthread_atfork", rc);
+    return CPerfSupport_fail(error, CPerfAlloc_ErrorSystem, "pthread_atfork", rc);
   }
   lookUpObjectSites();
 
@@ -120,14 +120,14 @@ int32_t CPerfAlloc_start(const CPerfAlloc_Config *config, CPerfAlloc_Error *erro
     if (continuing) endTracking();
     unmapAll();
     atomic_store(&g_state, STATE_IDLE);
-    return fail(error, CPerfAlloc_ErrorSystem, "mmap", saved);
+    return CPerfSupport_fail(error, CPerfAlloc_ErrorSystem, "mmap", saved);
   }
   for (int i = 0; !continuing && i < STRIPES; i++) {
     if (!stripeMap(&g_stripes[i], INITIAL_SLOTS)) {
       int saved = errno;
       unmapAll();
       atomic_store(&g_state, STATE_IDLE);
-      return fail(error, CPerfAlloc_ErrorSystem, "mmap", saved);
+      return CPerfSupport_fail(error, CPerfAlloc_ErrorSystem, "mmap", saved);
     }
   }
   atomic_store(&g_stackArenaUsed, 0);
@@ -158,9 +158,9 @@ int32_t CPerfAlloc_start(const CPerfAlloc_Config *config, CPerfAlloc_Error *erro
   if (continuing) {
     // From here on, blocks are the session's: the phase ends under every stripe lock, so
     // each block is on one side of it.
-    for (int i = 0; i < STRIPES; i++) spinLock(&g_stripes[i].lock);
+    for (int i = 0; i < STRIPES; i++) CPerfSupport_spinLock(&g_stripes[i].lock);
     atomic_store(&g_preexistingPhase, 0);
-    for (int i = STRIPES - 1; i >= 0; i--) spinUnlock(&g_stripes[i].lock);
+    for (int i = STRIPES - 1; i >= 0; i--) CPerfSupport_spinUnlock(&g_stripes[i].lock);
   }
   atomic_store(&g_paused, 0);
   atomic_store(&g_state, STATE_RUNNING);
@@ -234,10 +234,10 @@ int32_t CPerfAlloc_isRecording(void) { return atomic_load_explicit(&g_recording,
 
 int32_t CPerfAlloc_markGeneration(CPerfAlloc_Mark *out) {
   if (atomic_load(&g_state) != STATE_RUNNING) return CPerfAlloc_ErrorState;
-  spinLock(&g_markLock);
+  CPerfSupport_spinLock(&g_markLock);
   uint64_t count = atomic_load(&g_markCount);
   if (count >= CPerfAlloc_MaxMarks) {
-    spinUnlock(&g_markLock);
+    CPerfSupport_spinUnlock(&g_markLock);
     return CPerfAlloc_ErrorState;
   }
   uint32_t generation = atomic_fetch_add(&g_generation, 1) + 1;
@@ -251,13 +251,13 @@ int32_t CPerfAlloc_markGeneration(CPerfAlloc_Mark *out) {
   reopenNurseries();
   CPerfAlloc_Mark mark = {
     .generation = generation,
-    .timestampNs = monotonicNs(),
+    .timestampNs = CPerfSupport_monotonicNs(),
     .liveBytes = live > 0 ? (uint64_t)live : 0,
     .liveBlocks = blocks > 0 ? (uint64_t)blocks : 0,
   };
   g_marks[count] = mark;
   atomic_store(&g_markCount, count + 1);
-  spinUnlock(&g_markLock);
+  CPerfSupport_spinUnlock(&g_markLock);
   if (out) *out = mark;
   return CPerfAlloc_OK;
 }
@@ -266,19 +266,19 @@ int32_t CPerfAlloc_stop(CPerfAlloc_Error *error) {
   if (error) memset(error, 0, sizeof(*error));
   int32_t expected = STATE_RUNNING;
   if (!atomic_compare_exchange_strong(&g_state, &expected, STATE_BUSY))
-    return fail(error, CPerfAlloc_ErrorState, "stop without a running session", 0);
+    return CPerfSupport_fail(error, CPerfAlloc_ErrorState, "stop without a running session", 0);
 
   // Holding every stripe lock: no hook is mid-update, frees of tracked blocks wait (so
   // every live object's first word can still be read), and after the flag drops no
   // hook touches a table again. Nothing here may malloc: the guard makes sure.
   t_inHook = 1;
-  spinLock(&g_markLock);
+  CPerfSupport_spinLock(&g_markLock);
   atomic_store(&g_countsFast, 0);
   drainNurseries();  // every live block is in the stripes from here on
-  for (int i = 0; i < STRIPES; i++) spinLock(&g_stripes[i].lock);
+  for (int i = 0; i < STRIPES; i++) CPerfSupport_spinLock(&g_stripes[i].lock);
   atomic_store(&g_recording, 0);
   startWatchIfWanted();
-  g_stopNs = monotonicNs();
+  g_stopNs = CPerfSupport_monotonicNs();
 
   uint64_t live = 0, freedEntries = 0, preLive = 0;
   for (int i = 0; i < STRIPES; i++) {
@@ -365,11 +365,11 @@ int32_t CPerfAlloc_stop(CPerfAlloc_Error *error) {
   st->markCount = atomic_load(&g_markCount);
   st->stackTableBytes = g_stackSlots ? st->stackCount * sizeof(StackSlot) + atomic_load(&g_stackArenaUsed) * sizeof(uint64_t) : 0;
 
-  for (int i = STRIPES - 1; i >= 0; i--) spinUnlock(&g_stripes[i].lock);
-  spinUnlock(&g_markLock);
+  for (int i = STRIPES - 1; i >= 0; i--) CPerfSupport_spinUnlock(&g_stripes[i].lock);
+  CPerfSupport_spinUnlock(&g_markLock);
   t_inHook = 0;
   atomic_store(&g_state, STATE_STOPPED);
-  if (!g_blocks || !g_freedSnapshot) return fail(error, CPerfAlloc_ErrorSystem, "mmap (snapshot)", mapErrno);
+  if (!g_blocks || !g_freedSnapshot) return CPerfSupport_fail(error, CPerfAlloc_ErrorSystem, "mmap (snapshot)", mapErrno);
   return CPerfAlloc_OK;
 }
 
@@ -377,8 +377,8 @@ void CPerfAlloc_release(void) {
   int32_t expected = STATE_STOPPED;
   if (!atomic_compare_exchange_strong(&g_state, &expected, STATE_BUSY)) return;
   // Hooks that raced with stop re-check the flag under these locks and leave.
-  for (int i = 0; i < STRIPES; i++) spinLock(&g_stripes[i].lock);
+  for (int i = 0; i < STRIPES; i++) CPerfSupport_spinLock(&g_stripes[i].lock);
   unmapAll();
-  for (int i = STRIPES - 1; i >= 0; i--) spinUnlock(&g_stripes[i].lock);
+  for (int i = STRIPES - 1; i >= 0; i--) CPerfSupport_spinUnlock(&g_stripes[i].lock);
   atomic_store(&g_state, STATE_IDLE);
 }

@@ -52,7 +52,7 @@ static uint64_t copyLiveBlocks(CPerfAlloc_Block *out, uint64_t *pairs, uint64_t 
   uint64_t n = 0;
   for (int i = 0; i < STRIPES; i++) {
     Stripe *s = &g_stripes[i];
-    spinLock(&s->lock);
+    CPerfSupport_spinLock(&s->lock);
     for (uint64_t j = 0; j < s->capacity; j++) {
       const Slot *slot = &s->slots[j];
       uint64_t key = slot->w0 & ADDR_MASK;
@@ -77,7 +77,7 @@ static uint64_t copyLiveBlocks(CPerfAlloc_Block *out, uint64_t *pairs, uint64_t 
       }
       n++;
     }
-    spinUnlock(&s->lock);
+    CPerfSupport_spinUnlock(&s->lock);
   }
   return n;
 }
@@ -85,12 +85,12 @@ static uint64_t copyLiveBlocks(CPerfAlloc_Block *out, uint64_t *pairs, uint64_t 
 uint64_t CPerfAlloc_liveBlocksNow(CPerfAlloc_Block *out, uint64_t capacity) {
   if (atomic_load(&g_state) != STATE_RUNNING) return 0;
   // Marks and stop drain too: one drain at a time.
-  spinLock(&g_markLock);
+  CPerfSupport_spinLock(&g_markLock);
   drainNurseries();
   if (out) startWatchIfWanted();
   uint64_t n = copyLiveBlocks(out, NULL, capacity);
   reopenNurseries();
-  spinUnlock(&g_markLock);
+  CPerfSupport_spinUnlock(&g_markLock);
   return n;
 }
 

@@ -16,12 +16,12 @@ ALLOC_HIDDEN _Atomic uint64_t g_timelineLast;
 ALLOC_HIDDEN _Atomic uint64_t g_lostTimeline;
 ALLOC_HIDDEN CPerfAlloc_Mark g_marks[CPerfAlloc_MaxMarks];
 ALLOC_HIDDEN _Atomic uint64_t g_markCount;
-ALLOC_HIDDEN SpinLock g_markLock;
+ALLOC_HIDDEN CPerfSupport_SpinLock g_markLock;
 
 ALLOC_HIDDEN void calibrateClock(void) {
   uint64_t nsPerTsc32 = 0;
-  if (!CPerfClock_calibrate(&nsPerTsc32, &g_startNs, &g_startTsc)) {
-    g_startNs = monotonicNs();  // a TSC that stands still: every block at the start
+  if (!CPerfSupport_calibrate(&nsPerTsc32, &g_startNs, &g_startTsc)) {
+    g_startNs = CPerfSupport_monotonicNs();  // a TSC that stands still: every block at the start
     g_startTsc = __rdtsc();
   }
   g_microsPerTsc32 = nsPerTsc32 / 1000;

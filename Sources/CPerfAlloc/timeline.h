@@ -43,6 +43,6 @@ ALLOC_HIDDEN int64_t sumLiveBytes(void);
 
 extern ALLOC_HIDDEN CPerfAlloc_Mark g_marks[CPerfAlloc_MaxMarks];
 extern ALLOC_HIDDEN _Atomic uint64_t g_markCount;
-extern ALLOC_HIDDEN SpinLock g_markLock;
+extern ALLOC_HIDDEN CPerfSupport_SpinLock g_markLock;
 
 #endif

@@ -61,8 +61,7 @@ struct ScenarioCommand: ParsableCommand {
     var chosen = Set(scenario.instruments)
     if checks.check { chosen.formUnion(try checks.thresholds(for: scenario).requiredInstruments) }
     var adjusted = options
-    adjusted.instruments =
-      chosen.isEmpty ? "none" : Instrument.allCases.filter(chosen.contains).map(\.rawValue).joined(separator: ",")
+    adjusted.instruments = chosen
     return adjusted
   }
 

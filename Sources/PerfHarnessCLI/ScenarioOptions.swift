@@ -20,8 +20,10 @@ struct ScenarioOptions: ParsableArguments {
   @Option(
     help: ArgumentHelp(
       "Comma-separated instruments: time, allocations, leaks, or none (default: what each scenario declares; see 'list').",
-      valueName: "list"))
-  var instruments: String?
+      valueName: "list"),
+    transform: parseInstruments)
+  /// nil when `--instruments` was not given: each scenario then records its own.
+  var instruments: Set<Instrument>?
 
   @Option(
     name: .customLong("sample-rate"),
@@ -91,7 +93,6 @@ struct ScenarioOptions: ParsableArguments {
     guard (1...86_400).contains(timeout) else {
       throw ValidationError("--timeout must be between 1 and 86400 seconds, got \(timeout)")
     }
-    let instruments = try parsedInstruments()
     // Without --instruments each scenario records what it declares.
     let lacking = instruments == nil ? scenarios.filter { !$0.instruments.contains(.leaks) }.map(\.name) : []
     if leakCheckAtMarks && (instruments.map { !$0.contains(.leaks) } ?? !lacking.isEmpty) {
@@ -125,12 +126,11 @@ struct ScenarioOptions: ParsableArguments {
     }
   }
 
-  /// nil when `--instruments` was not given: each scenario then records its own.
-  func parsedInstruments() throws -> Set<Instrument>? {
-    guard let instruments else { return nil }
-    if instruments == "none" { return [] }
+  /// `--instruments`: a comma-separated list of instruments, or none.
+  static func parseInstruments(_ text: String) throws -> Set<Instrument> {
+    if text == "none" { return [] }
     var result: [Instrument] = []
-    for name in instruments.split(separator: ",", omittingEmptySubsequences: false) {
+    for name in text.split(separator: ",", omittingEmptySubsequences: false) {
       let trimmed = name.trimmingCharacters(in: .whitespaces)
       guard let instrument = Instrument(rawValue: trimmed) else {
         throw ValidationError(
@@ -162,7 +162,7 @@ struct ScenarioOptions: ParsableArguments {
 
   var recordingConfiguration: RecordingConfiguration {
     var configuration = RecordingConfiguration(
-      instruments: ((try? parsedInstruments()) ?? nil) ?? Set(Instrument.defaults), sampleRateHz: sampleRate,
+      instruments: instruments ?? Set(Instrument.defaults), sampleRateHz: sampleRate,
       clock: clock,
       memoryWarningAtEnd: memoryWarning, allocationStacks: !noAllocationStacks,
       leakSuppressions: (try? parsedSuppressions()) ?? .none)
