@@ -24,7 +24,7 @@ let package = Package(
     // C primitives: only what must be C (signal handler, unwinding, libdw access).
     .target(
       name: "CPerfSampler",
-      dependencies: ["CPerfSupport"],
+      dependencies: ["CPerfSupport", "CPerfAlloc"],
       cSettings: [.define("_GNU_SOURCE")],
       // gcc_s before unwind: libunwind must not replace libgcc_s's _Unwind_* for the
       // whole process (docs/design.md, "Linking"). libdw reads CFI rows' ranges off the handler.
