@@ -47,6 +47,7 @@ run: build
 test: setup lint
 	@$(MAKE) --no-print-directory system-packages SYSTEM_PACKAGES="$(TEST_PACKAGES)"
 	$(SWIFT) build --build-tests -Xswiftc -warnings-as-errors
+	scripts/check-c-symbols.sh .build/debug
 	$(SWIFT) build -c release --product perfharness-leak-corpus
 	@# The log is kept, and a failure ends with its failed expectations: CI shows only
 	@# the tail of a run, where otherwise only the suites' summaries would be.
@@ -88,8 +89,12 @@ leak-corpus: setup
 	$(SWIFT) build --product perfharness-leak-corpus-runner
 	.build/debug/perfharness-leak-corpus-runner --runs $(RUNS)
 
+## lint: swift-format for Swift; clang-format (.clang-format, Debian's clang-format) for C.
+C_SOURCES = $(wildcard Sources/C*/*.c Sources/C*/*.h Sources/C*/include/*.h Tests/Fixtures/*/*.c Tests/Fixtures/*/include/*.h)
 lint:
+	@$(MAKE) --no-print-directory system-packages SYSTEM_PACKAGES=clang-format
 	$(SWIFT) format lint --recursive --strict Sources Scenarios Tests Examples
+	clang-format --dry-run --Werror $(C_SOURCES)
 
 clean:
 	rm -rf .build

@@ -4,6 +4,8 @@
 #ifndef CPERFALLOC_ALLOC_INTERNAL_H
 #define CPERFALLOC_ALLOC_INTERNAL_H
 
+#include "alloc_namespace.h"
+
 // The Allocations instrument's malloc interposer: definitions of the malloc family in
 // the executable catch every library's calls (docs/design.md, "Measured facts"). Only the
 // parts that must be C live here: the hooks, their mmap-backed tables, the snapshot.
@@ -55,9 +57,9 @@ extern void *__libc_memalign(size_t, size_t);
 #define CPERFALLOC_INTERPOSES 1
 #endif
 
-#define LIKELY(x) __builtin_expect(!!(x), 1)
+#define LIKELY(x)   __builtin_expect(!!(x), 1)
 #define UNLIKELY(x) __builtin_expect(!!(x), 0)
-#define TLS __thread __attribute__((tls_model("initial-exec")))
+#define TLS         __thread __attribute__((tls_model("initial-exec")))
 
 // What the files share (globals, thread-locals, out-of-line functions) stays inside the
 // image that links CPerfAlloc: direct addressing, no PLT or GOT, as when it was all static.

@@ -39,7 +39,10 @@ ALLOC_HIDDEN void freedProbe(FreedTable *t, uint64_t i, uint64_t key, uint64_t s
   for (uint64_t probes = 0; probes < FREED_SLOTS; probes++) {
     FreedSlot *f = &t->slots[i];
     if (f->key == key || f->count == 0) {
-      if (f->count == 0) { f->key = key; t->used++; }
+      if (f->count == 0) {
+        f->key = key;
+        t->used++;
+      }
       f->count++;
       f->bytes += size;
       return;

@@ -17,20 +17,20 @@
 #ifndef STRIPE_BITS
 #define STRIPE_BITS 6
 #endif
-#define STRIPES (1 << STRIPE_BITS)
+#define STRIPES       (1 << STRIPE_BITS)
 #define INITIAL_SLOTS 256
-#define FREED_SLOTS 4096
+#define FREED_SLOTS   4096
 // After the hashed slots, one slot per size class: untyped frees need no lookup (sizes
 // have 40 bits, so classes stay under 37).
-#define SIZE_CLASS_SLOTS 64
+#define SIZE_CLASS_SLOTS  64
 #define FREED_TABLE_BYTES pageRound((FREED_SLOTS + SIZE_CLASS_SLOTS) * sizeof(FreedSlot))
-#define KEY_EMPTY 0ull
-#define KEY_TOMBSTONE 1ull
-#define ADDR_BITS 43
-#define ADDR_MASK ((1ull << ADDR_BITS) - 1)
-#define SIZE_MASK ((1ull << 40) - 1)
-#define TID_MASK ((1ull << 22) - 1)
-#define OBJECT_BIT (1ull << 62)
+#define KEY_EMPTY         0ull
+#define KEY_TOMBSTONE     1ull
+#define ADDR_BITS         43
+#define ADDR_MASK         ((1ull << ADDR_BITS) - 1)
+#define SIZE_MASK         ((1ull << 40) - 1)
+#define TID_MASK          ((1ull << 22) - 1)
+#define OBJECT_BIT        (1ull << 62)
 // w1: the block was allocated before the session started (tracked from process start,
 // see CPerfAlloc_preexistingBlocks): it is in no statistic, only in the table.
 #define PREEXISTING_BIT (1ull << 63)
@@ -49,7 +49,7 @@ _Static_assert(sizeof(FreedSlot) == 24, "freed slot layout");
 typedef struct FreedTable {
   FreedSlot *slots;  // FREED_TABLE_BYTES, mapped at the first free
   uint64_t used;
-  uint64_t lost;     // frees whose category found no room (or no table)
+  uint64_t lost;  // frees whose category found no room (or no table)
 } FreedTable;
 
 typedef struct __attribute__((aligned(128))) Stripe {
@@ -57,7 +57,7 @@ typedef struct __attribute__((aligned(128))) Stripe {
   Slot *slots;
   uint64_t capacity;  // slots
   uint64_t mappedBytes;
-  uint64_t used;      // live + tombstones
+  uint64_t used;  // live + tombstones
   uint64_t live;
   uint64_t liveBytes;
   uint64_t allocations;
@@ -65,7 +65,7 @@ typedef struct __attribute__((aligned(128))) Stripe {
   uint64_t frees;
   uint64_t lostBlocks;
   FreedTable freed;
-  uint64_t preLive;       // blocks with PREEXISTING_BIT
+  uint64_t preLive;  // blocks with PREEXISTING_BIT
   uint64_t preLiveBytes;
 } Stripe;
 _Static_assert(sizeof(Stripe) == 128, "a stripe fills two cache lines, no false sharing");
@@ -142,8 +142,7 @@ static inline uint64_t freedHome(uint64_t table, uint64_t key) {
 
 ALLOC_HIDDEN void freedProbe(FreedTable *t, uint64_t i, uint64_t key, uint64_t size);
 
-static inline __attribute__((always_inline)) void freedAdd(FreedTable *t, uint64_t table, uint64_t key,
-                                                           uint64_t size) {
+static inline __attribute__((always_inline)) void freedAdd(FreedTable *t, uint64_t table, uint64_t key, uint64_t size) {
   if (key & 1) {
     freedAddUntyped(t, size);  // the key is the size's
     return;

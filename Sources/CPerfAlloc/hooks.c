@@ -14,11 +14,11 @@
 // tail-calls (musttail) a recording variant with the same signature, so that variant's
 // frame sits directly on the caller's and its return address is the allocation site.
 
-#define RECORDING() UNLIKELY(atomic_load_explicit(&g_recording, memory_order_relaxed))
+#define RECORDING()  UNLIKELY(atomic_load_explicit(&g_recording, memory_order_relaxed))
 #define HOOK_FRAME() ((uintptr_t *)__builtin_frame_address(0))
 
 __attribute__((noinline)) static void *recordCountsSlow(void *p, size_t size, uintptr_t ret, uintptr_t callerFrame,
-                                                       uintptr_t frame) {
+                                                        uintptr_t frame) {
   t_inHook = 1;
   if (p && !t_ignoringAllocations) recordAllocCountsAt(p, size, isObjectAt(ret, callerFrame, frame));
   t_inHook = 0;
@@ -30,7 +30,7 @@ __attribute__((noinline)) static void *recordCountsSlow(void *p, size_t size, ui
 // call, so this needs no stack frame of its own; everything else (no nursery yet, an
 // eviction, ignored allocations) goes to recordCountsSlow before anything has changed.
 __attribute__((noinline)) static void *recordCounts(void *p, size_t size, uintptr_t ret, uintptr_t callerFrame,
-                                                   uintptr_t frame) {
+                                                    uintptr_t frame) {
   Nursery *n = t_nursery;
   uint64_t address = (uint64_t)(uintptr_t)p;
   uint64_t key = address >> 4;
@@ -50,9 +50,9 @@ __attribute__((noinline)) static void *recordCounts(void *p, size_t size, uintpt
   t_clockCountdown = countdown - 1;
   uint64_t size40 = size > SIZE_MASK ? SIZE_MASK : size;
   Slot slot = {
-    .w0 = key | atomic_load_explicit(&g_generationBits, memory_order_relaxed),
-    .w1 = size40 | tidBits | (isObjectAt(ret, callerFrame, frame) ? OBJECT_BIT : 0),
-    .w2 = atomic_load_explicit(&g_nowMicros, memory_order_relaxed) << 32,
+      .w0 = key | atomic_load_explicit(&g_generationBits, memory_order_relaxed),
+      .w1 = size40 | tidBits | (isObjectAt(ret, callerFrame, frame) ? OBJECT_BIT : 0),
+      .w2 = atomic_load_explicit(&g_nowMicros, memory_order_relaxed) << 32,
   };
   nurseryFill(n, e, &slot, size);
   nurseryLeave(n);
@@ -178,8 +178,10 @@ __attribute__((noinline)) static void *reallocRecording(void *pointer, size_t si
   // What the block held before: the rest is uninitialized, i.e. stale words of freed
   // blocks, which a leak scan would read as pointers to whatever now lives at those
   // addresses (realloc(NULL, n) included: it is a malloc).
-  size_t oldSize = !pointer ? 0 : taken != TAKE_UNTRACKED ? (size_t)(old.w1 & SIZE_MASK)
-                   : g_zeroNewBlocks ? malloc_usable_size(pointer) : 0;
+  size_t oldSize = !pointer                  ? 0
+                   : taken != TAKE_UNTRACKED ? (size_t)(old.w1 & SIZE_MASK)
+                   : g_zeroNewBlocks         ? malloc_usable_size(pointer)
+                                             : 0;
   void *p = __libc_realloc(pointer, size);
   if (!p && size != 0 && pointer) {
     if (taken != TAKE_UNTRACKED) putBack(pointer, &old);  // failed: the old block is untouched
@@ -191,8 +193,10 @@ __attribute__((noinline)) static void *reallocRecording(void *pointer, size_t si
       AVOID_RESERVED(q, size, __libc_malloc(size));
       if (q) {
         memcpy(q, p, size);
-        if (holdAside(p, size)) p = q;
-        else __libc_free(q);
+        if (holdAside(p, size))
+          p = q;
+        else
+          __libc_free(q);
       }
     }
     if (p) {
@@ -353,7 +357,7 @@ static size_t (*_Atomic g_libcUsableSize)(void *);
 size_t malloc_usable_size(void *pointer) {
   size_t (*real)(void *) = atomic_load_explicit(&g_libcUsableSize, memory_order_acquire);
   if (UNLIKELY(!real)) {
-    real = (size_t (*)(void *))dlsym(RTLD_NEXT, "malloc_usable_size");
+    real = (size_t(*)(void *))dlsym(RTLD_NEXT, "malloc_usable_size");
     if (!real) return 0;
     atomic_store_explicit(&g_libcUsableSize, real, memory_order_release);
   }

@@ -41,9 +41,9 @@ void CPerfAlloc_reserveAddresses(const uint64_t *addresses, uint64_t count) {
 
 void CPerfAlloc_releaseReservedAddresses(CPerfAlloc_Reserved *out) {
   CPerfAlloc_Reserved r = {
-    .addresses = atomic_exchange_explicit(&g_reservedCount, 0, memory_order_acq_rel),
-    .heldBytes = atomic_load_explicit(&g_heldBytes, memory_order_relaxed),
-    .notAvoided = atomic_load_explicit(&g_notAvoided, memory_order_relaxed),
+      .addresses = atomic_exchange_explicit(&g_reservedCount, 0, memory_order_acq_rel),
+      .heldBytes = atomic_load_explicit(&g_heldBytes, memory_order_relaxed),
+      .notAvoided = atomic_load_explicit(&g_notAvoided, memory_order_relaxed),
   };
   uint64_t held = atomic_exchange_explicit(&g_heldCount, 0, memory_order_relaxed);
   if (held > HELD_CAPACITY) held = HELD_CAPACITY;
@@ -81,7 +81,8 @@ void CPerfAlloc_watchFrees(void) {
 uint64_t CPerfAlloc_watchedFrees(const uint64_t **addresses, uint64_t *frees) {
   if (addresses) *addresses = g_watchLog;
   uint64_t n = atomic_load_explicit(&g_watching, memory_order_acquire)
-                   ? atomic_load_explicit(&g_watchCount, memory_order_acquire) : 0;
+                   ? atomic_load_explicit(&g_watchCount, memory_order_acquire)
+                   : 0;
   if (frees) *frees = n;
   return n < WATCH_CAPACITY ? n : WATCH_CAPACITY;
 }

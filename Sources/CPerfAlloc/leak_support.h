@@ -28,8 +28,10 @@ static inline bool coversReserved(void *pointer, size_t size) {
   uint64_t lo = 0, hi = n;
   while (lo < hi) {
     uint64_t mid = (lo + hi) / 2;
-    if (a[mid] < p) lo = mid + 1;
-    else hi = mid;
+    if (a[mid] < p)
+      lo = mid + 1;
+    else
+      hi = mid;
   }
   return lo < n && a[lo] < p + size;
 }

@@ -12,7 +12,7 @@ ALLOC_HIDDEN _Atomic int32_t g_countsFast;
 ALLOC_HIDDEN _Atomic uint64_t g_drainSeq;
 ALLOC_HIDDEN bool g_nurseriesUsable;
 ALLOC_HIDDEN TLS Nursery *t_nursery;
-static TLS int32_t t_noNursery;      // none was left for this thread
+static TLS int32_t t_noNursery;  // none was left for this thread
 
 __attribute__((noinline, cold)) ALLOC_HIDDEN Nursery *claimNursery(void) {
   if (t_noNursery) return NULL;

@@ -22,7 +22,7 @@
 // it waits until no thread is inside a nursery operation. Frees that missed the stripes
 // while a drain was moving blocks look again after it (g_drainSeq).
 
-#define NURSERY_BITS 10
+#define NURSERY_BITS  10
 #define NURSERY_SLOTS (1u << NURSERY_BITS)
 #define MAX_NURSERIES 256
 
@@ -107,8 +107,10 @@ static inline __attribute__((always_inline)) void countNurseryTake(Nursery *coun
   BUMP(counter->frees, 1);
   BUMP(counter->freedBytes, size);
   uint64_t metadata = (w1 & OBJECT_BIT) ? *(uint64_t *)pointer : 0;
-  if (metadata != 0 && !(metadata & 7)) freedAdd(&counter->freed, STRIPES + counter->index, metadata, size);
-  else freedAddUntyped(&counter->freed, size);
+  if (metadata != 0 && !(metadata & 7))
+    freedAdd(&counter->freed, STRIPES + counter->index, metadata, size);
+  else
+    freedAddUntyped(&counter->freed, size);
 }
 
 // In nursery.c: never from a hook.
@@ -129,7 +131,8 @@ static inline void nurseriesLive(int64_t *blocks, int64_t *bytes) {
     n += (int64_t)(__atomic_load_n(&x->allocations, __ATOMIC_RELAXED) - __atomic_load_n(&x->frees, __ATOMIC_RELAXED) -
                    __atomic_load_n(&x->movedOut, __ATOMIC_RELAXED));
     b += (int64_t)(__atomic_load_n(&x->allocatedBytes, __ATOMIC_RELAXED) -
-                   __atomic_load_n(&x->freedBytes, __ATOMIC_RELAXED) - __atomic_load_n(&x->movedOutBytes, __ATOMIC_RELAXED));
+                   __atomic_load_n(&x->freedBytes, __ATOMIC_RELAXED) -
+                   __atomic_load_n(&x->movedOutBytes, __ATOMIC_RELAXED));
   }
   if (blocks) *blocks = n;
   if (bytes) *bytes = b;

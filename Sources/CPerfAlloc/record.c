@@ -29,10 +29,10 @@ __attribute__((noinline, cold)) static void recordPreexisting(uint64_t address, 
   uint64_t size40 = size > SIZE_MASK ? SIZE_MASK : size;
   uint64_t micros = before ? 0 : atomic_load_explicit(&g_nowMicros, memory_order_relaxed);
   Slot slot = {
-    .w0 = key | (generation << ADDR_BITS),
-    .w1 = size40 | (((uint64_t)currentTid() & TID_MASK) << 40) | (object ? OBJECT_BIT : 0) |
-          (before ? PREEXISTING_BIT : 0),
-    .w2 = micros << 32,
+      .w0 = key | (generation << ADDR_BITS),
+      .w1 = size40 | (((uint64_t)currentTid() & TID_MASK) << 40) | (object ? OBJECT_BIT : 0) |
+            (before ? PREEXISTING_BIT : 0),
+      .w2 = micros << 32,
   };
   uint64_t capacity = s->capacity;
   uint64_t i = slotIndex(h, capacity);
@@ -99,7 +99,7 @@ __attribute__((noinline)) static void recordAllocInStripes(uint64_t h, Slot slot
 
 // With full stacks, or while blocks from before the session are listed.
 __attribute__((noinline)) ALLOC_HIDDEN void recordAllocWithStack(void *pointer, size_t size, uintptr_t *frame,
-                                                               bool object) {
+                                                                 bool object) {
   uint64_t address = (uint64_t)(uintptr_t)pointer;
   if (UNLIKELY(atomic_load_explicit(&g_preexistingPhase, memory_order_relaxed))) {
     recordPreexisting(address, size, object);
@@ -140,7 +140,7 @@ __attribute__((noinline)) ALLOC_HIDDEN void recordAllocWithStack(void *pointer, 
 // recordAllocCounts' way to the stripes, with the slot in registers (a slot passed by value
 // would be spilled to the stack on the common path too).
 __attribute__((noinline)) ALLOC_HIDDEN void recordCountsInStripes(uint64_t h, uint64_t w0, uint64_t w1, uint64_t w2,
-                                                            size_t size, uint32_t flags) {
+                                                                  size_t size, uint32_t flags) {
   recordAllocInStripes(h, (Slot){w0, w1, w2}, size, flags & 1, NULL, 0, 0, NULL, NULL, 0, flags & 2);
 }
 
@@ -194,8 +194,10 @@ static int takeFromStripes(void *pointer, uint64_t key, uint64_t h, Slot *out, b
     // allocated: a Swift object's first word is its metadata.
     s->frees++;
     uint64_t metadata = (slot.w1 & OBJECT_BIT) ? *(uint64_t *)pointer : 0;
-    if (metadata != 0 && !(metadata & 7)) freedAdd(&s->freed, (uint64_t)(s - g_stripes), metadata, size);
-    else freedAddUntyped(&s->freed, size);
+    if (metadata != 0 && !(metadata & 7))
+      freedAdd(&s->freed, (uint64_t)(s - g_stripes), metadata, size);
+    else
+      freedAddUntyped(&s->freed, size);
   }
   CPerfSupport_spinUnlock(&s->lock);
   return TAKE_TRACKED;
@@ -204,7 +206,7 @@ static int takeFromStripes(void *pointer, uint64_t key, uint64_t h, Slot *out, b
 // While nurseries are on, after the thread's own (own: NULL for an overflow thread): the
 // stripes, then the other nurseries.
 __attribute__((noinline)) ALLOC_HIDDEN int takeFromOthers(Nursery *own, Nursery *counter, void *pointer, uint64_t key,
-                                                    uint64_t h, Slot *out, bool aggregate) {
+                                                          uint64_t h, Slot *out, bool aggregate) {
   uint32_t index = nurseryIndex(h);
   int taken = takeFromStripes(pointer, key, h, out, aggregate);
   if (taken != TAKE_UNTRACKED) return taken;
@@ -230,10 +232,11 @@ __attribute__((noinline)) ALLOC_HIDDEN int takeFromOthers(Nursery *own, Nursery 
 
 // Nurseries off, or a drain under way: the stripes.
 __attribute__((noinline)) ALLOC_HIDDEN int takeFromStripesAfterDrain(void *pointer, uint64_t key, uint64_t h, Slot *out,
-                                                                bool aggregate) {
+                                                                     bool aggregate) {
   uint64_t seq = atomic_load_explicit(&g_drainSeq, memory_order_acquire);
   int taken = takeFromStripes(pointer, key, h, out, aggregate);
-  if (UNLIKELY(taken == TAKE_UNTRACKED && ((seq & 1) || atomic_load_explicit(&g_drainSeq, memory_order_acquire) != seq))) {
+  if (UNLIKELY(taken == TAKE_UNTRACKED &&
+               ((seq & 1) || atomic_load_explicit(&g_drainSeq, memory_order_acquire) != seq))) {
     // A drain was moving nursery blocks to the stripes: look again once it is done.
     while (atomic_load_explicit(&g_drainSeq, memory_order_acquire) & 1) sched_yield();
     taken = takeFromStripes(pointer, key, h, out, aggregate);
@@ -242,7 +245,7 @@ __attribute__((noinline)) ALLOC_HIDDEN int takeFromStripesAfterDrain(void *point
 }
 
 __attribute__((noinline)) ALLOC_HIDDEN int takeAsOverflowThread(void *pointer, uint64_t key, uint64_t h, Slot *out,
-                                                           bool aggregate) {
+                                                                bool aggregate) {
   CPerfSupport_spinLock(&g_overflowLock);
   if (atomic_load_explicit(&g_nurseriesOn, memory_order_relaxed)) {
     int taken = takeFromOthers(NULL, &g_overflow, pointer, key, h, out, aggregate);

@@ -25,25 +25,24 @@ static inline __attribute__((always_inline)) Slot newSlot(uint64_t key, size_t s
     *clockRead = true;
     uint64_t seen = atomic_load_explicit(&g_nowMicros, memory_order_relaxed);
     while (micros > seen && !atomic_compare_exchange_weak_explicit(&g_nowMicros, &seen, micros, memory_order_relaxed,
-                                                                   memory_order_relaxed)) {
-    }
+                                                                   memory_order_relaxed)) {}
   } else {
     t_clockCountdown--;
     micros = atomic_load_explicit(&g_nowMicros, memory_order_relaxed);
   }
   uint64_t size40 = size > SIZE_MASK ? SIZE_MASK : size;
   return (Slot){
-    .w0 = key | atomic_load_explicit(&g_generationBits, memory_order_relaxed),
-    .w1 = size40 | currentTidBits() | (object ? OBJECT_BIT : 0),
-    .w2 = micros << 32,
+      .w0 = key | atomic_load_explicit(&g_generationBits, memory_order_relaxed),
+      .w1 = size40 | currentTidBits() | (object ? OBJECT_BIT : 0),
+      .w2 = micros << 32,
   };
 }
 
 // In record.c: the out-of-line paths.
 __attribute__((noinline)) ALLOC_HIDDEN void recordAllocWithStack(void *pointer, size_t size, uintptr_t *frame,
-                                                               bool object);
+                                                                 bool object);
 __attribute__((noinline)) ALLOC_HIDDEN void recordCountsInStripes(uint64_t h, uint64_t w0, uint64_t w1, uint64_t w2,
-                                                                size_t size, uint32_t flags);
+                                                                  size_t size, uint32_t flags);
 __attribute__((noinline, cold)) ALLOC_HIDDEN void recordPaused(void *pointer, size_t size, uintptr_t *frame);
 
 // Types and counts: the common case, kept lean (no stack buffers on this path).
@@ -76,7 +75,8 @@ static inline __attribute__((always_inline)) void recordAlloc(void *pointer, siz
     recordPaused(pointer, size, frame);
     return;
   }
-  if (UNLIKELY(g_mode == CPerfAlloc_ModeFullStacks || atomic_load_explicit(&g_preexistingPhase, memory_order_relaxed))) {
+  if (UNLIKELY(g_mode == CPerfAlloc_ModeFullStacks ||
+               atomic_load_explicit(&g_preexistingPhase, memory_order_relaxed))) {
     if (!t_ignoringAllocations) recordAllocWithStack(pointer, size, frame, isObjectAllocation(frame));
     return;
   }
@@ -89,12 +89,13 @@ enum { TAKE_UNTRACKED = 0, TAKE_TRACKED = 1, TAKE_PREEXISTING = 2 };
 // written through) tells callers what the compiler inferred while these were static: a
 // free's slot stays the hook's own, so freeRecordingSlow still ends in a tail call.
 __attribute__((noinline)) ALLOC_HIDDEN int takeFromOthers(Nursery *own, Nursery *counter, void *pointer, uint64_t key,
-                                                        uint64_t h, Slot *__attribute__((noescape)) out,
-                                                        bool aggregate);
+                                                          uint64_t h, Slot *__attribute__((noescape)) out,
+                                                          bool aggregate);
 __attribute__((noinline)) ALLOC_HIDDEN int takeFromStripesAfterDrain(void *pointer, uint64_t key, uint64_t h,
-                                                                   Slot *__attribute__((noescape)) out, bool aggregate);
+                                                                     Slot *__attribute__((noescape)) out,
+                                                                     bool aggregate);
 __attribute__((noinline)) ALLOC_HIDDEN int takeAsOverflowThread(void *pointer, uint64_t key, uint64_t h,
-                                                              Slot *__attribute__((noescape)) out, bool aggregate);
+                                                                Slot *__attribute__((noescape)) out, bool aggregate);
 
 // The thread's own nursery; true if the block was there. Reads the slot's words into
 // registers: *out is only written for realloc (a free's caller discards it).

@@ -79,7 +79,8 @@ int32_t CPerfAlloc_start(const CPerfAlloc_Config *config, CPerfAlloc_Error *erro
   if (error) memset(error, 0, sizeof(*error));
   if (!CPERFALLOC_INTERPOSES)
     return CPerfSupport_fail(error, CPerfAlloc_ErrorState,
-                "the allocations instrument is not available under ThreadSanitizer (no malloc interposer)", 0);
+                             "the allocations instrument is not available under ThreadSanitizer (no malloc interposer)",
+                             0);
   if (!config) return CPerfSupport_fail(error, CPerfAlloc_ErrorInvalidMode, "config", 0);
   if (config->mode != CPerfAlloc_ModeCountsOnly && config->mode != CPerfAlloc_ModeFullStacks)
     return CPerfSupport_fail(error, CPerfAlloc_ErrorInvalidMode, "mode", 0);
@@ -108,7 +109,8 @@ int32_t CPerfAlloc_start(const CPerfAlloc_Config *config, CPerfAlloc_Error *erro
 
   g_mode = config->mode;
   g_maxDepth = config->maxDepth > 0 ? config->maxDepth : CPerfAlloc_DefaultDepth;
-  g_timelineIntervalNs = 1000ull * (config->timelineIntervalUs ? config->timelineIntervalUs : CPerfAlloc_DefaultTimelineIntervalUs);
+  g_timelineIntervalNs =
+      1000ull * (config->timelineIntervalUs ? config->timelineIntervalUs : CPerfAlloc_DefaultTimelineIntervalUs);
   g_timelineCapacity = config->timelineCapacity ? config->timelineCapacity : (1u << 20);
   g_timeline = mapBytes(pageRound(g_timelineCapacity * sizeof(CPerfAlloc_TimelinePoint)));
   if (g_mode == CPerfAlloc_ModeFullStacks) {
@@ -207,8 +209,8 @@ static void trackAllBlocksIfAsked(int argc, char **argv, char **envp) {
     return;
   }
 }
-__attribute__((section(".preinit_array"), used)) static void (*const g_trackAllBlocksAtStart)(int, char **, char **) =
-  trackAllBlocksIfAsked;
+__attribute__((section(".preinit_array"),
+               used)) static void (*const g_trackAllBlocksAtStart)(int, char **, char **) = trackAllBlocksIfAsked;
 
 int32_t CPerfAlloc_setPaused(int32_t paused) {
   if (atomic_load(&g_state) != STATE_RUNNING) return 0;
@@ -250,10 +252,10 @@ int32_t CPerfAlloc_markGeneration(CPerfAlloc_Mark *out) {
   int64_t live = sumLiveBytes();
   reopenNurseries();
   CPerfAlloc_Mark mark = {
-    .generation = generation,
-    .timestampNs = CPerfSupport_monotonicNs(),
-    .liveBytes = live > 0 ? (uint64_t)live : 0,
-    .liveBlocks = blocks > 0 ? (uint64_t)blocks : 0,
+      .generation = generation,
+      .timestampNs = CPerfSupport_monotonicNs(),
+      .liveBytes = live > 0 ? (uint64_t)live : 0,
+      .liveBlocks = blocks > 0 ? (uint64_t)blocks : 0,
   };
   g_marks[count] = mark;
   atomic_store(&g_markCount, count + 1);
@@ -363,13 +365,15 @@ int32_t CPerfAlloc_stop(CPerfAlloc_Error *error) {
   st->stackCount = atomic_load(&g_stackCount);
   st->timelineCount = atomic_load(&g_timelineCount);
   st->markCount = atomic_load(&g_markCount);
-  st->stackTableBytes = g_stackSlots ? st->stackCount * sizeof(StackSlot) + atomic_load(&g_stackArenaUsed) * sizeof(uint64_t) : 0;
+  st->stackTableBytes =
+      g_stackSlots ? st->stackCount * sizeof(StackSlot) + atomic_load(&g_stackArenaUsed) * sizeof(uint64_t) : 0;
 
   for (int i = STRIPES - 1; i >= 0; i--) CPerfSupport_spinUnlock(&g_stripes[i].lock);
   CPerfSupport_spinUnlock(&g_markLock);
   t_inHook = 0;
   atomic_store(&g_state, STATE_STOPPED);
-  if (!g_blocks || !g_freedSnapshot) return CPerfSupport_fail(error, CPerfAlloc_ErrorSystem, "mmap (snapshot)", mapErrno);
+  if (!g_blocks || !g_freedSnapshot)
+    return CPerfSupport_fail(error, CPerfAlloc_ErrorSystem, "mmap (snapshot)", mapErrno);
   return CPerfAlloc_OK;
 }
 

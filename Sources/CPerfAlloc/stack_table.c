@@ -20,7 +20,8 @@ ALLOC_HIDDEN uint32_t stackIntern(const uint64_t *frames, uint32_t depth, uint64
     uint64_t seen = atomic_load_explicit(&slot->hash, memory_order_acquire);
     if (seen == 0) {
       uint64_t expected = 0;
-      if (atomic_compare_exchange_strong_explicit(&slot->hash, &expected, STACK_BUSY, memory_order_acq_rel, memory_order_acquire)) {
+      if (atomic_compare_exchange_strong_explicit(&slot->hash, &expected, STACK_BUSY, memory_order_acq_rel,
+                                                  memory_order_acquire)) {
         uint64_t offset = atomic_fetch_add_explicit(&g_stackArenaUsed, depth, memory_order_relaxed);
         if (offset + depth > STACK_ARENA_FRAMES) {
           // Full: leave a slot that matches nothing (depth 0 never equals a real depth).

@@ -10,9 +10,9 @@
 // Lock-free open addressing (inserts also happen under a stripe lock, which is what
 // makes stop and fork see a quiescent table). Frames live in an append-only arena.
 
-#define STACK_SLOTS (1u << 20)
+#define STACK_SLOTS        (1u << 20)
 #define STACK_ARENA_FRAMES (64ull << 20)
-#define STACK_BUSY 1ull
+#define STACK_BUSY         1ull
 
 typedef struct StackSlot {
   _Atomic uint64_t hash;  // 0 empty, 1 being written, else the stack's hash (>= 2)

@@ -13,10 +13,10 @@
 // Fills `reads` with the (next, ret) word pairs it read, frame by frame (up to
 // STACK_CACHE_FRAMES; *readCount is the number of pairs read, or UINT32_MAX if more),
 // and *hash with the frames' running hash.
-#define STACK_CACHE_FRAMES 64
+#define STACK_CACHE_FRAMES  64
 #define STACK_CACHE_ENTRIES 4
 static inline uint32_t captureStack(uintptr_t *frame, uint64_t *out, int maxDepth, uintptr_t (*reads)[2],
-                             uint32_t *readCount, uint64_t *hash) {
+                                    uint32_t *readCount, uint64_t *hash) {
   uintptr_t sp = (uintptr_t)frame;
   *readCount = UINT32_MAX;
   *hash = 0;

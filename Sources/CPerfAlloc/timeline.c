@@ -41,7 +41,9 @@ ALLOC_HIDDEN void timelineAppend(uint64_t now, int64_t liveBytes) {
 ALLOC_HIDDEN void timelineMaybeSample(uint64_t micros) {
   uint64_t last = atomic_load_explicit(&g_timelineLast, memory_order_relaxed);
   if (micros - last < g_timelineIntervalNs / 1000) return;
-  if (!atomic_compare_exchange_strong_explicit(&g_timelineLast, &last, micros, memory_order_relaxed, memory_order_relaxed)) return;
+  if (!atomic_compare_exchange_strong_explicit(&g_timelineLast, &last, micros, memory_order_relaxed,
+                                               memory_order_relaxed))
+    return;
   timelineAppend(g_startNs + micros * 1000, sumLiveBytes());
 }
 
@@ -54,7 +56,7 @@ ALLOC_HIDDEN int64_t sumLiveBytes(void) {
   nurseriesLive(NULL, &total);
   for (int i = 0; i < STRIPES; i++) total += (int64_t)__atomic_load_n(&g_stripes[i].liveBytes, __ATOMIC_RELAXED);
   int64_t peak = atomic_load_explicit(&g_peakLiveBytes, memory_order_relaxed);
-  while (total > peak && !atomic_compare_exchange_weak_explicit(&g_peakLiveBytes, &peak, total, memory_order_relaxed, memory_order_relaxed)) {
-  }
+  while (total > peak && !atomic_compare_exchange_weak_explicit(&g_peakLiveBytes, &peak, total, memory_order_relaxed,
+                                                                memory_order_relaxed)) {}
   return total;
 }

@@ -154,8 +154,7 @@ int32_t CPerfCrash_arm(int32_t stopSignal, int64_t handlerWaitMs) {
 int32_t CPerfCrash_waitForSignal(int32_t *tid) {
   atomic_store(&g_reporterTid, current_tid());
   prctl(PR_SET_NAME, "crash-reporter");
-  while (sem_wait(&g_wake) != 0 && errno == EINTR) {
-  }
+  while (sem_wait(&g_wake) != 0 && errno == EINTR) {}
   if (tid) *tid = atomic_load(&g_signalledTid);
   return atomic_load(&g_state) == Signalled ? atomic_load(&g_signal) : 0;
 }

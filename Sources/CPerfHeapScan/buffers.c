@@ -11,7 +11,8 @@ int vec_push(Vec *v, const void *element) {
     uint64_t newCap = v->capacity ? v->capacity * 2 : (65536 / v->elementSize);
     void *p;
     if (v->data) {
-      p = mremap(v->data, round_page(v->capacity * v->elementSize), round_page(newCap * v->elementSize), MREMAP_MAYMOVE);
+      p = mremap(v->data, round_page(v->capacity * v->elementSize), round_page(newCap * v->elementSize),
+                 MREMAP_MAYMOVE);
       if (p == MAP_FAILED) return -1;
     } else {
       p = map_bytes(round_page(newCap * v->elementSize));
@@ -64,4 +65,3 @@ const Mapping *find_mapping(const Vec *maps, uint64_t address) {
   }
   return NULL;
 }
-

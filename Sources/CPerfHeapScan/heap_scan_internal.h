@@ -2,6 +2,8 @@
 #ifndef CPERFHEAPSCAN_INTERNAL_H
 #define CPERFHEAPSCAN_INTERNAL_H
 
+#include "heap_scan_namespace.h"
+
 #include "CPerfHeapScan.h"
 
 #include <stdint.h>
@@ -13,8 +15,8 @@
 
 #define HEAPSCAN_HIDDEN __attribute__((visibility("hidden")))
 
-#define PAGE_SHIFT 12
-#define LARGE_PAGES 16  // blocks touching more pages than this go to the large list
+#define PAGE_SHIFT   12
+#define LARGE_PAGES  16  // blocks touching more pages than this go to the large list
 #define POINTER_MASK 0x0000FFFFFFFFFFFFull
 
 // MARK: - mmap'd buffers (buffers.c): the scan runs while other threads are parked,
@@ -51,7 +53,7 @@ HEAPSCAN_HIDDEN const Mapping *find_mapping(const Vec *maps, uint64_t address);
 // MARK: - Block index (block_index.c)
 
 typedef struct {
-  uint64_t page;  // page number + 1 (0: empty slot)
+  uint64_t page;    // page number + 1 (0: empty slot)
   uint32_t lo, hi;  // blocks overlapping the page: [lo, hi]
 } PageEntry;
 
@@ -60,9 +62,9 @@ typedef struct {
   uint64_t count;
   uint64_t minStart, maxEnd;
   PageEntry *table;
-  uint64_t mask;      // table capacity - 1
+  uint64_t mask;  // table capacity - 1
   uint64_t tableBytes;
-  uint32_t *large;    // indices of large blocks, ascending
+  uint32_t *large;  // indices of large blocks, ascending
   uint64_t largeCount, largeBytes;
 } Index;
 
@@ -137,7 +139,7 @@ typedef struct {
   _Atomic int32_t tid;
   _Atomic int32_t state;  // 0 signalled, 1 parked, 2 resumed
   uint64_t rsp;
-  uint64_t tp;  // thread pointer (%fs:0): the thread's TCB, extern HEAPSCAN_HIDDEN TLS just below it
+  uint64_t tp;        // thread pointer (%fs:0): the thread's TCB, extern HEAPSCAN_HIDDEN TLS just below it
   int32_t inSyscall;  // parked at a system call instruction (blocked in it, or about to restart it)
   uint64_t regs[NGREG];
 } Slot;

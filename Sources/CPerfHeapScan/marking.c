@@ -9,8 +9,10 @@ static inline const CPerfHeapScan_Layout *layout_of(const Scanner *sc, const CPe
   uint64_t lo = 0, hi = sc->layoutCount;
   while (lo < hi) {
     uint64_t mid = (lo + hi) / 2;
-    if (sc->layouts[mid].metadata < metadata) lo = mid + 1;
-    else hi = mid;
+    if (sc->layouts[mid].metadata < metadata)
+      lo = mid + 1;
+    else
+      hi = mid;
   }
   return lo < sc->layoutCount && sc->layouts[lo].metadata == metadata ? &sc->layouts[lo] : NULL;
 }

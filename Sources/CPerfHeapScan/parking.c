@@ -13,7 +13,6 @@
 
 #include "CPerfSupport.h"
 
-
 Slot *g_slots;
 _Atomic uint64_t g_slotCount;
 _Atomic int32_t g_release;
@@ -47,8 +46,8 @@ void park_handler(int sig, siginfo_t *info, void *context) {
   // A signal that interrupts a blocking system call leaves the PC right after the syscall
   // instruction (0f 05), or on it when the call will be restarted.
   const uint8_t *pc = (const uint8_t *)uc->uc_mcontext.gregs[REG_RIP];
-  slot->inSyscall = (pc[0] == 0x0f && pc[1] == 0x05) ||
-                    (((uint64_t)pc & 4095) >= 2 && pc[-2] == 0x0f && pc[-1] == 0x05);
+  slot->inSyscall =
+      (pc[0] == 0x0f && pc[1] == 0x05) || (((uint64_t)pc & 4095) >= 2 && pc[-2] == 0x0f && pc[-1] == 0x05);
   uint64_t tp;
   __asm__ volatile("mov %%fs:0, %0" : "=r"(tp));
   slot->tp = tp;
@@ -105,4 +104,3 @@ uint64_t blocked_thread_sp(int32_t tid) {
   if (s[0] != '0' || s[1] != 'x') return 0;
   return strtoull(s, NULL, 16);
 }
-

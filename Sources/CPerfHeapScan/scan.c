@@ -86,8 +86,8 @@ static int32_t scan_impl(const CPerfHeapScan_Block *blocks, uint64_t count, cons
     // become its own "previous" handler.
     struct sigaction current;
     sigaction(sig, NULL, &current);
-    struct sigaction *keep = (current.sa_flags & SA_SIGINFO) && current.sa_sigaction == park_handler
-                                 ? &current : &g_previous;
+    struct sigaction *keep =
+        (current.sa_flags & SA_SIGINFO) && current.sa_sigaction == park_handler ? &current : &g_previous;
     if (sigaction(sig, &action, keep) != 0) {
       status = errno;
       result->call = "sigaction";

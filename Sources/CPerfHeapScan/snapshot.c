@@ -54,18 +54,24 @@ static void sort_words(uint64_t *a, uint64_t n) {
       if (child >= n) break;
       if (child + 1 < n && a[child + 1] > a[child]) child++;
       if (a[root] >= a[child]) break;
-      uint64_t t = a[root]; a[root] = a[child]; a[child] = t;
+      uint64_t t = a[root];
+      a[root] = a[child];
+      a[child] = t;
       root = child;
     }
   }
   for (uint64_t end = n; end-- > 1;) {
-    uint64_t t = a[0]; a[0] = a[end]; a[end] = t;
+    uint64_t t = a[0];
+    a[0] = a[end];
+    a[end] = t;
     for (uint64_t root = 0;;) {
       uint64_t child = 2 * root + 1;
       if (child >= end) break;
       if (child + 1 < end && a[child + 1] > a[child]) child++;
       if (a[root] >= a[child]) break;
-      t = a[root]; a[root] = a[child]; a[child] = t;
+      t = a[root];
+      a[root] = a[child];
+      a[child] = t;
       root = child;
     }
   }

@@ -32,15 +32,15 @@ SAMPLER_HIDDEN _Atomic uint64_t g_rangeRules;  // entries given from CFI rows' r
 
 // Discovery thread only, for one session: libdwfl's view of the loaded modules.
 SAMPLER_HIDDEN Dwfl *g_dwfl;
-static const Dwfl_Callbacks g_dwflCallbacks = {
-    .find_elf = dwfl_linux_proc_find_elf, .find_debuginfo = dwfl_standard_find_debuginfo};
+static const Dwfl_Callbacks g_dwflCallbacks = {.find_elf = dwfl_linux_proc_find_elf,
+                                               .find_debuginfo = dwfl_standard_find_debuginfo};
 
 static uint64_t g_dwflReportedNs;
 
 // Reads the loaded modules again, at most every 100 ms: code outside any module (JIT
 // code) must not cost a read of /proc/self/maps per rule.
 static bool report_modules(void) {
-  uint64_t now = monotonic_ns();
+  uint64_t now = CPerfSupport_monotonicNs();
   if (g_dwfl && now - g_dwflReportedNs < 100000000) return false;
   g_dwflReportedNs = now;
   if (!g_dwfl) g_dwfl = dwfl_begin(&g_dwflCallbacks);
@@ -147,4 +147,3 @@ SAMPLER_HIDDEN void extend_learned_rules(void) {
   }
   g_learnedCount = 0;
 }
-

@@ -31,24 +31,24 @@ typedef struct DeferEntry {
   uint32_t weight;
   uint64_t timestampNs;
   uint32_t handlerNs;
-  uint32_t prefixCount;    // frames before the miss
-  uint32_t checkCount;     // verify mode: libunwind's frames
+  uint32_t prefixCount;  // frames before the miss
+  uint32_t checkCount;   // verify mode: libunwind's frames
   uint32_t leaf;
-  uint32_t suffixCount;       // frames of the thread's last walk that finish this one
+  uint32_t suffixCount;  // frames of the thread's last walk that finish this one
   uint32_t unused;
-  uint64_t ip, sp, bp, high;  // at the miss
-  uint64_t copyEnd;           // the copy holds [sp - below, copyEnd): high, or the
-                              // rejoin frame's sp when suffixCount > 0
+  uint64_t ip, sp, bp, high;        // at the miss
+  uint64_t copyEnd;                 // the copy holds [sp - below, copyEnd): high, or the
+                                    // rejoin frame's sp when suffixCount > 0
   uint64_t meetIp, meetSp, meetBp;  // the rejoin frame's state
-  uint64_t below;             // red zone bytes copied below sp
-  greg_t gregs[NGREG];        // the interrupted registers: libunwind learns from these,
-                              // as it would have in the handler
+  uint64_t below;                   // red zone bytes copied below sp
+  greg_t gregs[NGREG];              // the interrupted registers: libunwind learns from these,
+                                    // as it would have in the handler
   // then: prefix[prefixCount], suffix[suffixCount], check[checkCount],
   // copy[copyEnd - sp + below]
 } DeferEntry;
-SAMPLER_HIDDEN uint8_t *g_defer;      // mmap'd at the first start, reused by later sessions
+SAMPLER_HIDDEN uint8_t *g_defer;  // mmap'd at the first start, reused by later sessions
 SAMPLER_HIDDEN _Atomic uint64_t g_deferUsed;
-SAMPLER_HIDDEN uint64_t g_deferDone;  // consumer position (discovery thread, then stop)
+SAMPLER_HIDDEN uint64_t g_deferDone;         // consumer position (discovery thread, then stop)
 SAMPLER_HIDDEN _Atomic uint64_t g_rejoined;  // deferred samples finished from the last walk
 SAMPLER_HIDDEN _Atomic uint64_t g_deferredSamples;
 
@@ -63,8 +63,7 @@ SAMPLER_HIDDEN bool defer_sample(const ucontext_t *uc, const WalkMiss *miss, con
   if (!g_defer || copyEnd - miss->sp > DEFER_MAX_COPY) return false;
   uint64_t below = miss->sp - miss->low >= RED_ZONE_BYTES ? RED_ZONE_BYTES : 0;
   uint64_t copyBytes = copyEnd - miss->sp + below;
-  uint64_t bytes =
-      sizeof(DeferEntry) + (uint64_t)(miss->n + suffixCount + checkCount) * 8 + ((copyBytes + 7) & ~7ull);
+  uint64_t bytes = sizeof(DeferEntry) + (uint64_t)(miss->n + suffixCount + checkCount) * 8 + ((copyBytes + 7) & ~7ull);
   if (atomic_load_explicit(&g_deferUsed, memory_order_relaxed) + bytes > DEFER_BYTES) return false;
   uint64_t offset = atomic_fetch_add_explicit(&g_deferUsed, bytes, memory_order_relaxed);
   if (offset + bytes > DEFER_BYTES) {
@@ -183,4 +182,3 @@ SAMPLER_HIDDEN bool drain_deferred(bool extendRules) {
   }
   return g_deferDone != from;
 }
-

@@ -33,30 +33,27 @@ static void resolve_stacks(void) {
     if (r && (hi == 0 || r < lo || r >= hi)) needed = true;
   }
   if (!needed) return;
-  char *buf = read_self_maps();
-  if (!buf) return;
-  for (int i = 0; i < used; i++) {
-    ThreadRecord *slot = &g_records[i];
-    if (!atomic_load(&slot->tid)) continue;
-    uint64_t r = atomic_load(&slot->lastRsp);
-    uint64_t hi = atomic_load(&slot->high), lo = atomic_load(&slot->low);
-    if (!r || (hi && r >= lo && r < hi)) continue;
-    for (char *line = buf; line && *line;) {
-      char *end = NULL;
-      uint64_t a = strtoull(line, &end, 16);
-      uint64_t b = (end && *end == '-') ? strtoull(end + 1, &end, 16) : 0;
-      bool writable = end && end[0] == ' ' && end[1] == 'r' && end[2] == 'w';
-      if (writable && r >= a && r < b) {
+  // One pass over the mappings: each record whose stack pointer lies in a writable one
+  // takes its bounds.
+  CPerfSupport_MapsReader reader;
+  if (!CPerfSupport_mapsOpen(&reader)) return;
+  CPerfSupport_Mapping mapping;
+  while (CPerfSupport_mapsNext(&reader, &mapping)) {
+    if (!mapping.readable || !mapping.writable) continue;
+    for (int i = 0; i < used; i++) {
+      ThreadRecord *slot = &g_records[i];
+      if (!atomic_load(&slot->tid)) continue;
+      uint64_t r = atomic_load(&slot->lastRsp);
+      uint64_t hi = atomic_load(&slot->high), lo = atomic_load(&slot->low);
+      if (!r || (hi && r >= lo && r < hi)) continue;
+      if (r >= mapping.start && r < mapping.end) {
         atomic_store(&slot->high, 0);
-        atomic_store(&slot->low, a);
-        atomic_store(&slot->high, b);
-        break;
+        atomic_store(&slot->low, mapping.start);
+        atomic_store(&slot->high, mapping.end);
       }
-      line = strchr(line, '\n');
-      if (line) line++;
     }
   }
-  free(buf);
+  CPerfSupport_mapsClose(&reader);
 }
 
 // Faults arena pages in ahead of the handler (a first write to a fresh anonymous page
@@ -129,7 +126,7 @@ SAMPLER_HIDDEN void *discovery_main(void *unused) {
     bool changed = scan(self);
     changed |= atomic_load_explicit(&g_boundsWanted, memory_order_relaxed) != 0;
     changed |= drain_deferred(true);
-    intervalNs = changed ? DISCOVERY_INTERVAL_NS
+    intervalNs = changed                                      ? DISCOVERY_INTERVAL_NS
                  : intervalNs * 2 > DISCOVERY_MAX_INTERVAL_NS ? DISCOVERY_MAX_INTERVAL_NS
                                                               : intervalNs * 2;
     prefault_arena();
@@ -155,7 +152,7 @@ SAMPLER_HIDDEN void *ticker_main(void *unused) {
     clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next, NULL);
     if (atomic_load(&g_discoveryStop)) break;
     // A late tick (a loaded machine) stands for every period since the last one.
-    uint64_t now = monotonic_ns();
+    uint64_t now = CPerfSupport_monotonicNs();
     uint64_t periods = now > last ? (now - last + period / 2) / period : 1;
     if (periods < 1) periods = 1;
     last += periods * period;
@@ -165,20 +162,20 @@ SAMPLER_HIDDEN void *ticker_main(void *unused) {
       if (entry->exited || entry->source != CPerfSampler_SourceWallTicks || !entry->cookie) continue;
       int32_t number = -1;
       switch (wall_thread_state(entry->tid, &entry->statFd, &entry->syscallFd, &number)) {
-      case WALL_RUNNING:
-        // Its cpu-clock event samples it. Without one, a tick: it may enter a sleep before the
-        // signal lands (2-3 of 200 short nanosleeps failed so).
-        if (entry->perfFd < 0) (void)wall_signal(entry->tid, entry->cookie, (uint32_t)periods);
-        break;
-      case WALL_BLOCKED_SAFE:
-        (void)wall_signal(entry->tid, entry->cookie, (uint32_t)periods);
-        break;
-      case WALL_BLOCKED_UNSAFE:
-        entry->unsignalledNs += periods * period;
-        entry->unsignalledSyscall = number;
-        break;
-      case WALL_GONE:
-        break;
+        case WALL_RUNNING:
+          // Its cpu-clock event samples it. Without one, a tick: it may enter a sleep before the
+          // signal lands (2-3 of 200 short nanosleeps failed so).
+          if (entry->perfFd < 0) (void)wall_signal(entry->tid, entry->cookie, (uint32_t)periods);
+          break;
+        case WALL_BLOCKED_SAFE:
+          (void)wall_signal(entry->tid, entry->cookie, (uint32_t)periods);
+          break;
+        case WALL_BLOCKED_UNSAFE:
+          entry->unsignalledNs += periods * period;
+          entry->unsignalledSyscall = number;
+          break;
+        case WALL_GONE:
+          break;
       }
     }
     pthread_mutex_unlock(&g_tableLock);

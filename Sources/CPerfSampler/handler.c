@@ -144,7 +144,7 @@ SAMPLER_HIDDEN void sigprof_handler(int sig, siginfo_t *info, void *context) {
   uint32_t cookie = (uint32_t)value;
   if ((cookie & COOKIE_MAGIC_MASK) != COOKIE_MAGIC) {
     atomic_fetch_sub(&g_inflight, 1);
-    chain_to_previous(&g_previous, sig, info, context);
+    CPerfSupport_forwardSignal(&g_previous, sig, info, context);
     errno = savedErrno;
     return;
   }

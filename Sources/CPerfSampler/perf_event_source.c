@@ -31,8 +31,8 @@
 
 // fds at or above this are not used (the event is closed and the thread falls back to a
 // timer): the handler indexes a static table by si_fd.
-#define PERF_MAX_FD 16384
-#define RING_PAGES 2  // the control page and one data page
+#define PERF_MAX_FD  16384
+#define RING_PAGES   2   // the control page and one data page
 #define RECORD_BYTES 16  // perf_event_header + the counter value
 
 typedef struct Slot {
@@ -87,8 +87,8 @@ int perf_source_open(pid_t tid, int32_t rateHz, uint64_t cookie, bool *refused) 
   slot->carry = 0;
   atomic_store_explicit(&slot->cookie, cookie, memory_order_release);
   struct f_owner_ex owner = {.type = F_OWNER_TID, .pid = tid};
-  if (fcntl(fd, F_SETFL, O_ASYNC) != 0 || fcntl(fd, F_SETSIG, SIGPROF) != 0 ||
-      fcntl(fd, F_SETOWN_EX, &owner) != 0 || ioctl(fd, PERF_EVENT_IOC_ENABLE, 0) != 0) {
+  if (fcntl(fd, F_SETFL, O_ASYNC) != 0 || fcntl(fd, F_SETSIG, SIGPROF) != 0 || fcntl(fd, F_SETOWN_EX, &owner) != 0 ||
+      ioctl(fd, PERF_EVENT_IOC_ENABLE, 0) != 0) {
     err = errno;
     atomic_store(&slot->cookie, 0);
     goto fail;

@@ -2,7 +2,7 @@
 // calibration, inserting a rule, and the frame-pointer rule of a caller without an FDE.
 #include "rules.h"
 
-#include "CPerfClock.h"
+#include "CPerfSupport.h"
 
 #include <stdatomic.h>
 
@@ -12,7 +12,7 @@ SAMPLER_HIDDEN uint8_t g_tableStorage[TABLES_SPAN + HUGE_PAGE_BYTES] __attribute
 // Calibrates now_ns against CLOCK_MONOTONIC, if the TSC runs at a constant rate in every
 // power state; start only.
 SAMPLER_HIDDEN void calibrate_tsc(Tables *t) {
-  t->useTsc = CPerfClock_tscIsInvariant() && CPerfClock_calibrate(&t->nsPerTsc32, &t->nsBase, &t->tscBase);
+  t->useTsc = CPerfSupport_tscIsInvariant() && CPerfSupport_calibrate(&t->nsPerTsc32, &t->nsBase, &t->tscBase);
 }
 
 uint64_t CPerfSampler_nowNs(void) { return now_ns(); }
@@ -38,8 +38,7 @@ static bool fde_range(uint64_t address, uint64_t *start, uint64_t *end) {
   if (unw_getcontext(&ctx) != 0) return false;
   ctx.uc_mcontext.gregs[REG_RIP] = (greg_t)address;
   // As a signal frame, the lookup is at the address itself (not the one before it).
-  if (unw_init_local2(&cursor, &ctx, UNW_INIT_SIGNAL_FRAME) < 0 || unw_get_proc_info(&cursor, &info) < 0)
-    return false;
+  if (unw_init_local2(&cursor, &ctx, UNW_INIT_SIGNAL_FRAME) < 0 || unw_get_proc_info(&cursor, &info) < 0) return false;
   // Without an FDE, libunwind describes a one-byte procedure at the address.
   if (info.format != UNW_INFO_FORMAT_TABLE && info.end_ip - info.start_ip <= 1) return false;
   *start = info.start_ip;

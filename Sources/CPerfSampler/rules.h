@@ -4,7 +4,7 @@
 #define CPERFSAMPLER_RULES_H
 
 #include "sampler_internal.h"
-#include "sampler_support.h"
+#include "CPerfSupport.h"
 
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -39,7 +39,7 @@ enum { RULE_FP = 1, RULE_SP = 2, RULE_END = 3 };
 // RSP + 8(j-1), 0 = kept).
 #define RULE_FIELD_BITS 12
 #define RULE_FIELD_MASK ((1u << RULE_FIELD_BITS) - 1)
-#define RULE_BITS 26
+#define RULE_BITS       26
 // The rule cache: 8-way sets of one 64-byte line each, one 8-byte word per entry, so a
 // lookup costs at most one cache miss. A frame's rule is a function of its lookup
 // address: the PC for the interrupted frame, the return address - 1 (in the call) for
@@ -52,12 +52,12 @@ enum { RULE_FP = 1, RULE_SP = 2, RULE_END = 3 };
 // granule. Addresses are below 2^47 (user space). A word is written and read whole
 // (atomically), so it is always self-consistent; 0 is empty. Entries are never cleared
 // while sampling, so a lookup stops at the first empty way.
-#define RULE_SET_BITS 11
-#define RULE_SETS (1u << RULE_SET_BITS)
-#define RULE_WAYS 8  // the replacement in a full set takes 3 bits of a hash
-#define RULE_MAX_PC (1ull << 47)
+#define RULE_SET_BITS     11
+#define RULE_SETS         (1u << RULE_SET_BITS)
+#define RULE_WAYS         8  // the replacement in a full set takes 3 bits of a hash
+#define RULE_MAX_PC       (1ull << 47)
 #define RULE_GRANULE_BITS 4
-#define g_rules (TABLES->rules)
+#define g_rules           (TABLES->rules)
 
 #define TRACE_FRAMES 256
 enum { TRACE_END_RULE = 1, TRACE_END_ZERO = 2, TRACE_END_DEPTH = 3 };
@@ -115,8 +115,7 @@ typedef struct Tables {
 // it cost nothing; start faults in what handlers may use.
 #define TABLES_SPAN ((sizeof(Tables) + HUGE_PAGE_BYTES - 1) & ~(HUGE_PAGE_BYTES - 1))
 extern SAMPLER_HIDDEN uint8_t g_tableStorage[TABLES_SPAN + HUGE_PAGE_BYTES] __attribute__((aligned(4096)));
-#define TABLES \
-  ((Tables *)(((uintptr_t)g_tableStorage + HUGE_PAGE_BYTES - 1) & ~(uintptr_t)(HUGE_PAGE_BYTES - 1)))
+#define TABLES ((Tables *)(((uintptr_t)g_tableStorage + HUGE_PAGE_BYTES - 1) & ~(uintptr_t)(HUGE_PAGE_BYTES - 1)))
 // The handler's clock. clock_gettime goes through libc's wrapper, the vDSO and the
 // kernel's clock data: three more pages for a handler to touch, and in a VM each page not
 // touched for a while is a TLB miss with a two-level walk. The TSC is read in place.
@@ -126,7 +125,7 @@ static inline uint64_t tsc_ns(uint64_t tsc) {
   const Tables *t = TABLES;
   if (__builtin_expect(t->useTsc != 0, 1))
     return t->nsBase + (uint64_t)(((unsigned __int128)((tsc ? tsc : __rdtsc()) - t->tscBase) * t->nsPerTsc32) >> 32);
-  return monotonic_ns();
+  return CPerfSupport_monotonicNs();
 }
 
 static inline uint64_t now_ns(void) { return tsc_ns(0); }
@@ -191,7 +190,7 @@ static inline int step_once(unw_context_t *ctx, unw_cursor_t *cursor, const ucon
 
 /// The frame-pointer rule for a caller frame without unwind information (rules.c).
 SAMPLER_HIDDEN uint32_t chain_rule(uint64_t ip, uint64_t sp, uint64_t bp, uint64_t high, uint64_t cip, uint64_t cbp,
-                                  const unw_save_loc_t *loc);
+                                   const unw_save_loc_t *loc);
 
 // One libunwind step from the frame (ip, sp, bp), turned into a rule; 0 if the frame
 // does not fit the rule shapes (then the sample falls back to unw_backtrace). On a stack
@@ -217,8 +216,8 @@ static inline uint32_t derive_rule(const ucontext_t *uc, uint64_t ip, uint64_t s
   if (k > RULE_FIELD_MASK) return 0;
   uint64_t j = 0;
   // A register the frame did not save is reported at its slot in our context copy.
-  bool inContext = loc.type == UNW_SLT_MEMORY && loc.u.addr >= (uintptr_t)&ctx &&
-                   loc.u.addr < (uintptr_t)&ctx + sizeof(ctx);
+  bool inContext =
+      loc.type == UNW_SLT_MEMORY && loc.u.addr >= (uintptr_t)&ctx && loc.u.addr < (uintptr_t)&ctx + sizeof(ctx);
   if (loc.type == UNW_SLT_MEMORY && !inContext && loc.u.addr < sp && loc.u.addr >= sp - RED_ZONE_BYTES) {
     // Between `pop %rbp` and the `ret` or tail jump of an epilogue, the CFI still names
     // the slot rbp was popped from, now below sp (LLVM emits no .cfi_restore there): the
@@ -268,7 +267,7 @@ typedef struct LearnedRule {
 extern SAMPLER_HIDDEN LearnedRule g_learned[LEARNED_MAX];
 extern SAMPLER_HIDDEN int g_learnedCount;
 extern SAMPLER_HIDDEN _Atomic uint64_t g_rangeRules;  // entries given from CFI rows' ranges this session
-extern SAMPLER_HIDDEN struct Dwfl *g_dwfl;  // libdwfl's view of the loaded modules, for one session
+extern SAMPLER_HIDDEN struct Dwfl *g_dwfl;            // libdwfl's view of the loaded modules, for one session
 
 static inline void note_learned_rule(uint64_t address, uint32_t rule) {
   uint32_t type = rule & 3;

@@ -2,6 +2,8 @@
 #ifndef CPERFSAMPLER_INTERNAL_H
 #define CPERFSAMPLER_INTERNAL_H
 
+#include "sampler_namespace.h"
+
 #include "CPerfSampler.h"
 
 #include <pthread.h>
@@ -77,11 +79,11 @@ int sampler_create_unwatched(pthread_t *thread, void *(*start)(void *), void *ar
 // learns the thread id without a gettid syscall.
 // The record is 1 + the index of the thread's ThreadRecord (0: none), so the handler
 // finds its thread's state without a lookup.
-#define COOKIE_MAGIC 0x5A000000u
-#define COOKIE_MAGIC_MASK 0xFF000000u
+#define COOKIE_MAGIC            0x5A000000u
+#define COOKIE_MAGIC_MASK       0xFF000000u
 #define COOKIE_GENERATION_SHIFT 10
-#define COOKIE_GENERATION_MASK 0x00FFFC00u
-#define COOKIE_RECORD_MASK 0x000003FFu
+#define COOKIE_GENERATION_MASK  0x00FFFC00u
+#define COOKIE_RECORD_MASK      0x000003FFu
 
 enum { UNWINDER_AUTO = 0, UNWINDER_LIBUNWIND = 1, UNWINDER_VERIFY = 2 };
 
@@ -102,15 +104,15 @@ typedef struct HotState {
 } HotState;
 extern SAMPLER_HIDDEN HotState g_hot __attribute__((aligned(64)));
 _Static_assert(sizeof(g_hot) <= 64, "handler state fits one cache line");
-#define g_enabled g_hot.enabled
-#define g_inflight g_hot.inflight
-#define g_generation g_hot.generation
-#define g_arena g_hot.arena
-#define g_capacity g_hot.capacity
-#define g_maxDepth g_hot.maxDepth
-#define g_used g_hot.used
-#define g_signals g_hot.signals
-#define g_fastSamples TABLES->fastSamples
+#define g_enabled        g_hot.enabled
+#define g_inflight       g_hot.inflight
+#define g_generation     g_hot.generation
+#define g_arena          g_hot.arena
+#define g_capacity       g_hot.capacity
+#define g_maxDepth       g_hot.maxDepth
+#define g_used           g_hot.used
+#define g_signals        g_hot.signals
+#define g_fastSamples    TABLES->fastSamples
 #define g_unwinderActive g_hot.unwinderActive
 extern SAMPLER_HIDDEN _Atomic uint64_t g_lost;
 extern SAMPLER_HIDDEN _Atomic uint64_t g_fallbacks;

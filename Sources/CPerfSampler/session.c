@@ -1,6 +1,7 @@
 // Session lifecycle: start and stop, and what a stopped session reports. The Time Profiler's
-// sampler: per-thread POSIX timers deliver SIGPROF to each thread, the handler unwinds with
-// libunwind into a lock-free mmap arena. Only the parts that must be C live in this target.
+// sampler: per-thread perf events (POSIX timers where the kernel refuses them) deliver
+// SIGPROF to each thread, the handler unwinds into a lock-free mmap arena. Only the parts
+// that must be C live in this target.
 #include "CPerfSampler.h"
 
 #include "deferred.h"
@@ -89,31 +90,31 @@ static void warm_unwinder(void) {
 }
 
 int32_t CPerfSampler_start(const CPerfSampler_Config *config, CPerfSampler_Error *error) {
-  set_error(error, CPerfSampler_OK, NULL, 0);
+  (void)CPerfSupport_fail(error, CPerfSampler_OK, NULL, 0);
   if (!config) {
-    set_error(error, CPerfSampler_ErrorInvalidClock, "config", 0);
+    (void)CPerfSupport_fail(error, CPerfSampler_ErrorInvalidClock, "config", 0);
     return CPerfSampler_ErrorInvalidClock;
   }
   if (config->clock != CPerfSampler_ClockCPU && config->clock != CPerfSampler_ClockWall) {
-    set_error(error, CPerfSampler_ErrorInvalidClock, "clock", 0);
+    (void)CPerfSupport_fail(error, CPerfSampler_ErrorInvalidClock, "clock", 0);
     return CPerfSampler_ErrorInvalidClock;
   }
   if (config->rateHz < CPerfSampler_MinRateHz || config->rateHz > CPerfSampler_MaxRateHz) {
-    set_error(error, CPerfSampler_ErrorInvalidRate, "rateHz", 0);
+    (void)CPerfSupport_fail(error, CPerfSampler_ErrorInvalidRate, "rateHz", 0);
     return CPerfSampler_ErrorInvalidRate;
   }
   if (config->maxDepth < CPerfSampler_MinDepth || config->maxDepth > CPerfSampler_MaxDepth) {
-    set_error(error, CPerfSampler_ErrorInvalidDepth, "maxDepth", 0);
+    (void)CPerfSupport_fail(error, CPerfSampler_ErrorInvalidDepth, "maxDepth", 0);
     return CPerfSampler_ErrorInvalidDepth;
   }
   if (config->bufferBytes < CPerfSampler_MinBufferBytes || config->bufferBytes > ((uint64_t)1 << 40)) {
-    set_error(error, CPerfSampler_ErrorInvalidBuffer, "bufferBytes", 0);
+    (void)CPerfSupport_fail(error, CPerfSampler_ErrorInvalidBuffer, "bufferBytes", 0);
     return CPerfSampler_ErrorInvalidBuffer;
   }
 
   int32_t expected = STATE_IDLE;
   if (!atomic_compare_exchange_strong(&g_state, &expected, STATE_BUSY)) {
-    set_error(error, CPerfSampler_ErrorBusy, "CPerfSampler_start", EBUSY);
+    (void)CPerfSupport_fail(error, CPerfSampler_ErrorBusy, "CPerfSampler_start", EBUSY);
     return CPerfSampler_ErrorBusy;
   }
 
@@ -121,7 +122,7 @@ int32_t CPerfSampler_start(const CPerfSampler_Config *config, CPerfSampler_Error
 
   int err = install_handler();
   if (err) {
-    set_error(error, CPerfSampler_ErrorSystem, "sigaction(SIGPROF)", err);
+    (void)CPerfSupport_fail(error, CPerfSampler_ErrorSystem, "sigaction(SIGPROF)", err);
     atomic_store(&g_state, STATE_IDLE);
     return CPerfSampler_ErrorSystem;
   }
@@ -138,7 +139,7 @@ int32_t CPerfSampler_start(const CPerfSampler_Config *config, CPerfSampler_Error
   size_t bytes = (size_t)((config->bufferBytes + (uint64_t)page - 1) & ~((uint64_t)page - 1));
   void *arena = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (arena == MAP_FAILED) {
-    set_error(error, CPerfSampler_ErrorSystem, "mmap(arena)", errno);
+    (void)CPerfSupport_fail(error, CPerfSampler_ErrorSystem, "mmap(arena)", errno);
     atomic_store(&g_state, STATE_IDLE);
     return CPerfSampler_ErrorSystem;
   }
@@ -162,7 +163,7 @@ int32_t CPerfSampler_start(const CPerfSampler_Config *config, CPerfSampler_Error
   int32_t unwinder = atomic_load(&g_unwinder);
   if (unwinder < 0) {
     const char *env = getenv("PERFHARNESS_UNWINDER");
-    unwinder = !env ? UNWINDER_AUTO
+    unwinder = !env                            ? UNWINDER_AUTO
                : strcmp(env, "libunwind") == 0 ? UNWINDER_LIBUNWIND
                : strcmp(env, "verify") == 0    ? UNWINDER_VERIFY
                                                : UNWINDER_AUTO;
@@ -179,7 +180,8 @@ int32_t CPerfSampler_start(const CPerfSampler_Config *config, CPerfSampler_Error
   atomic_store(&g_fastSamples, 0);
 
   if (!g_defer) {
-    void *defer = mmap(NULL, DEFER_BYTES + DEFER_SLACK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    void *defer = mmap(NULL, DEFER_BYTES + DEFER_SLACK, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (defer != MAP_FAILED) g_defer = defer;  // else: learn in the handler
   } else {
     madvise(g_defer, DEFER_BYTES, MADV_DONTNEED);  // back to zero pages
@@ -215,7 +217,7 @@ int32_t CPerfSampler_start(const CPerfSampler_Config *config, CPerfSampler_Error
     close_table();
     wait_for_handlers();
     free_session();
-    set_error(error, CPerfSampler_ErrorSystem, "timer_create(calling thread)", failure);
+    (void)CPerfSupport_fail(error, CPerfSampler_ErrorSystem, "timer_create(calling thread)", failure);
     atomic_store(&g_state, STATE_IDLE);
     return CPerfSampler_ErrorSystem;
   }
@@ -237,7 +239,7 @@ int32_t CPerfSampler_start(const CPerfSampler_Config *config, CPerfSampler_Error
       close_table();
       wait_for_handlers();
       free_session();
-      set_error(error, CPerfSampler_ErrorSystem, "pthread_create(wall-clock ticker)", err);
+      (void)CPerfSupport_fail(error, CPerfSampler_ErrorSystem, "pthread_create(wall-clock ticker)", err);
       atomic_store(&g_state, STATE_IDLE);
       return CPerfSampler_ErrorSystem;
     }
@@ -257,7 +259,7 @@ int32_t CPerfSampler_start(const CPerfSampler_Config *config, CPerfSampler_Error
     close_table();
     wait_for_handlers();
     free_session();
-    set_error(error, CPerfSampler_ErrorSystem, "pthread_create(discovery)", err);
+    (void)CPerfSupport_fail(error, CPerfSampler_ErrorSystem, "pthread_create(discovery)", err);
     atomic_store(&g_state, STATE_IDLE);
     return CPerfSampler_ErrorSystem;
   }
@@ -267,10 +269,10 @@ int32_t CPerfSampler_start(const CPerfSampler_Config *config, CPerfSampler_Error
 }
 
 int32_t CPerfSampler_stop(CPerfSampler_Error *error) {
-  set_error(error, CPerfSampler_OK, NULL, 0);
+  (void)CPerfSupport_fail(error, CPerfSampler_OK, NULL, 0);
   int32_t expected = STATE_RUNNING;
   if (!atomic_compare_exchange_strong(&g_state, &expected, STATE_BUSY)) {
-    set_error(error, CPerfSampler_ErrorState, "CPerfSampler_stop (no running session)", 0);
+    (void)CPerfSupport_fail(error, CPerfSampler_ErrorState, "CPerfSampler_stop (no running session)", 0);
     return CPerfSampler_ErrorState;
   }
   if (g_discoveryRunning) {

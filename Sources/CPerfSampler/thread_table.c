@@ -15,7 +15,7 @@
 
 // The kernel's MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED): another thread's CPU clock.
 // Computed unsigned because shifting a negative int is undefined in C.
-#define THREAD_CPUCLOCK(tid) ((clockid_t)((((uint32_t)~(uint32_t)(tid)) << 3) | 6u))
+#define THREAD_CPUCLOCK(tid) ((clockid_t)((((uint32_t) ~(uint32_t)(tid)) << 3) | 6u))
 
 // MARK: - State owned by start/stop and the discovery thread
 
@@ -30,8 +30,8 @@ SAMPLER_HIDDEN _Atomic uint64_t g_timerFailures;
 // were given timers instead.
 SAMPLER_HIDDEN int g_perfErrno;
 SAMPLER_HIDDEN _Atomic pid_t g_tickerTid;  // the wall clock's ticker thread while it runs, else 0
-SAMPLER_HIDDEN _Atomic bool g_tableOpen;  // threads may be added (start to stop), under g_tableLock
-SAMPLER_HIDDEN bool g_perfRefused;  // perf_event_open is refused outright: timers from here on
+SAMPLER_HIDDEN _Atomic bool g_tableOpen;   // threads may be added (start to stop), under g_tableLock
+SAMPLER_HIDDEN bool g_perfRefused;         // perf_event_open is refused outright: timers from here on
 
 // MARK: - Thread discovery
 

@@ -18,12 +18,12 @@ typedef struct ThreadEntry {
   char firstName[16];
   char latestName[16];
   bool nameRefreshed;
-  int32_t record;  // index into the ThreadRecords while armed, -1: none
-  int perfFd;      // the thread's cpu-clock event while armed, -1: none
-  int32_t source;  // CPerfSampler_Source that sampled it
-  bool bornDuring;   // started during the recording: its CPU time counts from 0
-  bool ended;        // its end was seen on it (pthread_create threads)
-  bool lingering;    // ended, but still listed in /proc until its exit completes
+  int32_t record;   // index into the ThreadRecords while armed, -1: none
+  int perfFd;       // the thread's cpu-clock event while armed, -1: none
+  int32_t source;   // CPerfSampler_Source that sampled it
+  bool bornDuring;  // started during the recording: its CPU time counts from 0
+  bool ended;       // its end was seen on it (pthread_create threads)
+  bool lingering;   // ended, but still listed in /proc until its exit completes
   bool cpuKnown;
   bool blocksSignal;
   uint64_t cpuAtArmNs;  // the thread's CPU clock when it was armed
@@ -45,10 +45,10 @@ extern SAMPLER_HIDDEN size_t g_threadCount;
 extern SAMPLER_HIDDEN size_t g_threadCapacity;
 extern SAMPLER_HIDDEN uint64_t g_scanMark;
 extern SAMPLER_HIDDEN _Atomic uint64_t g_timerFailures;
-extern SAMPLER_HIDDEN int g_perfErrno;  // the first refused perf_event_open's errno this session
+extern SAMPLER_HIDDEN int g_perfErrno;            // the first refused perf_event_open's errno this session
 extern SAMPLER_HIDDEN _Atomic pid_t g_tickerTid;  // the wall clock's ticker thread while it runs, else 0
-extern SAMPLER_HIDDEN _Atomic bool g_tableOpen;  // threads may be added (start to stop), under g_tableLock
-extern SAMPLER_HIDDEN bool g_perfRefused;  // perf_event_open is refused outright: timers from here on
+extern SAMPLER_HIDDEN _Atomic bool g_tableOpen;   // threads may be added (start to stop), under g_tableLock
+extern SAMPLER_HIDDEN bool g_perfRefused;         // perf_event_open is refused outright: timers from here on
 
 /// Reads /proc/self/task/<tid>/comm into out; leaves out untouched if the thread is gone.
 SAMPLER_HIDDEN void read_comm(pid_t tid, char out[16]);

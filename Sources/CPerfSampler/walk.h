@@ -51,8 +51,8 @@ static inline int rejoin_point(const Trace *trace, uint64_t sp, uint64_t high) {
   // return address slot changed (a call from another site in the same function) is not
   // where this walk will come out.
   int j = 1;
-  while (j < trace->count && (trace->frames[j].sp <= sp ||
-                              *(const uint64_t *)(uintptr_t)(trace->frames[j].sp - 8) != trace->frames[j].ip))
+  while (j < trace->count &&
+         (trace->frames[j].sp <= sp || *(const uint64_t *)(uintptr_t)(trace->frames[j].sp - 8) != trace->frames[j].ip))
     j++;
   if (j == trace->count) return -1;
   for (int i = j; i < trace->count - 1; i++) {

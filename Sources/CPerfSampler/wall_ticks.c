@@ -37,17 +37,17 @@ static ssize_t reread(int fd, char *buffer, size_t size) {
 // with SA_RESTART (it returns ERESTARTSYS or ERESTARTNOINTR there, never EINTR).
 static bool restarts(long number, const unsigned long arguments[6]) {
   switch (number) {
-  case SYS_futex: {
-    unsigned long command = arguments[1] & 127u;  // without FUTEX_PRIVATE_FLAG
-    // FUTEX_WAIT, FUTEX_WAIT_BITSET: only without a timeout (with one: EINTR).
-    if (command == 0 || command == 9) return arguments[3] == 0;
-    return command == 6;  // FUTEX_LOCK_PI restarts always
-  }
-  case SYS_wait4:
-  case SYS_waitid:
-    return true;
-  default:
-    return false;
+    case SYS_futex: {
+      unsigned long command = arguments[1] & 127u;  // without FUTEX_PRIVATE_FLAG
+      // FUTEX_WAIT, FUTEX_WAIT_BITSET: only without a timeout (with one: EINTR).
+      if (command == 0 || command == 9) return arguments[3] == 0;
+      return command == 6;  // FUTEX_LOCK_PI restarts always
+    }
+    case SYS_wait4:
+    case SYS_waitid:
+      return true;
+    default:
+      return false;
   }
 }
 

@@ -27,9 +27,12 @@ static uint64_t parseHex(const char **cursor) {
   uint64_t value = 0;
   for (;; p++) {
     char c = *p;
-    if (c >= '0' && c <= '9') value = value * 16 + (uint64_t)(c - '0');
-    else if ((c | 32) >= 'a' && (c | 32) <= 'f') value = value * 16 + (uint64_t)((c | 32) - 'a' + 10);
-    else break;
+    if (c >= '0' && c <= '9')
+      value = value * 16 + (uint64_t)(c - '0');
+    else if ((c | 32) >= 'a' && (c | 32) <= 'f')
+      value = value * 16 + (uint64_t)((c | 32) - 'a' + 10);
+    else
+      break;
   }
   *cursor = p;
   return value;

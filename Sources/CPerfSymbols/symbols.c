@@ -13,11 +13,9 @@
 
 // Weak so that a C-only link of this target does not fail; every Swift process loads
 // libswiftCore (and, through it, libstdc++), so both resolve at run time.
-extern char *swift_demangle(const char *mangledName, size_t mangledNameLength,
-                            char *outputBuffer, size_t *outputBufferSize,
-                            uint32_t flags) __attribute__((weak));
-extern char *__cxa_demangle(const char *mangled, char *buffer, size_t *length,
-                            int *status) __attribute__((weak));
+extern char *swift_demangle(const char *mangledName, size_t mangledNameLength, char *outputBuffer,
+                            size_t *outputBufferSize, uint32_t flags) __attribute__((weak));
+extern char *__cxa_demangle(const char *mangled, char *buffer, size_t *length, int *status) __attribute__((weak));
 
 struct CPerfSymbols_Session {
   Dwfl *dwfl;
@@ -42,7 +40,7 @@ typedef struct FunctionTable FunctionTable;
 typedef struct {
   GElf_Addr start, size;  // absolute addresses
   const char *name;
-  int rank;               // lower is preferred among aliases: global, weak, local
+  int rank;  // lower is preferred among aliases: global, weak, local
 } SymbolEntry;
 
 typedef struct {
@@ -99,8 +97,8 @@ static void buildSymbols(ModuleData *data, Dwfl_Module *module) {
     GElf_Word section;
     const char *name = dwfl_module_getsym_info(module, i, &sym, &address, &section, NULL, NULL);
     int type = GELF_ST_TYPE(sym.st_info);
-    if (name == NULL || name[0] == '\0' || section == SHN_UNDEF || address == 0
-        || (type != STT_FUNC && type != STT_GNU_IFUNC))
+    if (name == NULL || name[0] == '\0' || section == SHN_UNDEF || address == 0 ||
+        (type != STT_FUNC && type != STT_GNU_IFUNC))
       continue;
     int binding = GELF_ST_BIND(sym.st_info);
     int rank = binding == STB_GLOBAL ? 0 : binding == STB_WEAK ? 1 : 2;
@@ -110,13 +108,15 @@ static void buildSymbols(ModuleData *data, Dwfl_Module *module) {
 }
 
 // The function symbol covering an absolute address, like dwfl_module_addrinfo.
-static const SymbolEntry *symbolForAddress(ModuleData *data, Dwfl_Module *module,
-                                           GElf_Addr address) {
+static const SymbolEntry *symbolForAddress(ModuleData *data, Dwfl_Module *module, GElf_Addr address) {
   if (!data->symbolsBuilt) buildSymbols(data, module);
   size_t lo = 0, hi = data->symbolCount;
   while (lo < hi) {
     size_t mid = lo + (hi - lo) / 2;
-    if (data->symbols[mid].start <= address) lo = mid + 1; else hi = mid;
+    if (data->symbols[mid].start <= address)
+      lo = mid + 1;
+    else
+      hi = mid;
   }
   if (lo == 0) return NULL;
   // Back to the first (preferred) alias of the nearest start.
@@ -160,8 +160,7 @@ static void buildRanges(ModuleData *data, Dwarf *dwarf) {
 }
 
 // The CU DIE covering `address` (absolute), or NULL. *bias receives the DWARF bias.
-static Dwarf_Die *cuForAddress(Dwfl_Module *module, Dwarf_Addr address, Dwarf_Die *storage,
-                               Dwarf_Addr *bias) {
+static Dwarf_Die *cuForAddress(Dwfl_Module *module, Dwarf_Addr address, Dwarf_Die *storage, Dwarf_Addr *bias) {
   Dwarf_Die *cu = dwfl_module_addrdie(module, address, bias);
   if (cu != NULL) return cu;
 
@@ -180,26 +179,32 @@ static Dwarf_Die *cuForAddress(Dwfl_Module *module, Dwarf_Addr address, Dwarf_Di
   size_t lo = 0, hi = data->count;
   while (lo < hi) {
     size_t mid = lo + (hi - lo) / 2;
-    if (data->ranges[mid].low <= pc) lo = mid + 1; else hi = mid;
+    if (data->ranges[mid].low <= pc)
+      lo = mid + 1;
+    else
+      hi = mid;
   }
   for (size_t i = lo, steps = 0; i > 0 && steps < 8; i--, steps++) {
     const CURange *range = &data->ranges[i - 1];
-    if (pc >= range->low && pc < range->high)
-      return dwarf_offdie(dwarf, range->cuOffset, storage);
+    if (pc >= range->low && pc < range->high) return dwarf_offdie(dwarf, range->cuOffset, storage);
   }
   return NULL;
 }
 
-static int freeModuleCallback(Dwfl_Module *module, void **userdata, const char *name,
-                              Dwarf_Addr start, void *arg) {
-  (void)module; (void)name; (void)start; (void)arg;
+static int freeModuleCallback(Dwfl_Module *module, void **userdata, const char *name, Dwarf_Addr start, void *arg) {
+  (void)module;
+  (void)name;
+  (void)start;
+  (void)arg;
   freeModuleData(userdata);
   return DWARF_CB_OK;
 }
 
-static int removedModuleCallback(Dwfl_Module *module, void *userdata, const char *name,
-                                 Dwarf_Addr start, void *arg) {
-  (void)module; (void)name; (void)start; (void)arg;
+static int removedModuleCallback(Dwfl_Module *module, void *userdata, const char *name, Dwarf_Addr start, void *arg) {
+  (void)module;
+  (void)name;
+  (void)start;
+  (void)arg;
   // libdwfl passes &module->userdata here (a void ** typed as void *), not the value.
   freeModuleData((void **)userdata);
   return DWARF_CB_OK;
@@ -226,9 +231,7 @@ CPerfSymbols_Session *CPerfSymbols_open(void) {
   return session;
 }
 
-int CPerfSymbols_refresh(CPerfSymbols_Session *session) {
-  return report(session);
-}
+int CPerfSymbols_refresh(CPerfSymbols_Session *session) { return report(session); }
 
 void CPerfSymbols_close(CPerfSymbols_Session *session) {
   if (session == NULL) return;
@@ -244,8 +247,7 @@ const char *CPerfSymbols_lastError(void) {
   return message != NULL ? message : "unknown libdwfl error";
 }
 
-int CPerfSymbols_lookup(CPerfSymbols_Session *session, uint64_t address,
-                        CPerfSymbols_Location *out) {
+int CPerfSymbols_lookup(CPerfSymbols_Session *session, uint64_t address, CPerfSymbols_Location *out) {
   memset(out, 0, sizeof *out);
   Dwfl_Module *module = dwfl_addrmodule(session->dwfl, address);
   if (module == NULL) return -1;
@@ -298,9 +300,8 @@ static void freeFunctionTables(ModuleData *data) {
 
 static int isContainer(int tag) {
   // DIEs without code of their own under which compilers put function definitions.
-  return tag == DW_TAG_module || tag == DW_TAG_namespace || tag == DW_TAG_structure_type
-      || tag == DW_TAG_class_type || tag == DW_TAG_union_type
-      || tag == DW_TAG_enumeration_type;
+  return tag == DW_TAG_module || tag == DW_TAG_namespace || tag == DW_TAG_structure_type || tag == DW_TAG_class_type ||
+         tag == DW_TAG_union_type || tag == DW_TAG_enumeration_type;
 }
 
 static void addFunction(FunctionTable *table, Dwarf_Die *die) {
@@ -336,7 +337,10 @@ static FunctionTable *functionTable(ModuleData *data, Dwarf_Die *cu) {
   size_t lo = 0, hi = data->tableCount;
   while (lo < hi) {
     size_t mid = lo + (hi - lo) / 2;
-    if (data->tables[mid].cuOffset < offset) lo = mid + 1; else hi = mid;
+    if (data->tables[mid].cuOffset < offset)
+      lo = mid + 1;
+    else
+      hi = mid;
   }
   if (lo < data->tableCount && data->tables[lo].cuOffset == offset) return &data->tables[lo];
 
@@ -347,8 +351,7 @@ static FunctionTable *functionTable(ModuleData *data, Dwarf_Die *cu) {
     data->tables = grown;
     data->tableCapacity = capacity;
   }
-  memmove(&data->tables[lo + 1], &data->tables[lo],
-          (data->tableCount - lo) * sizeof(FunctionTable));
+  memmove(&data->tables[lo + 1], &data->tables[lo], (data->tableCount - lo) * sizeof(FunctionTable));
   data->tableCount++;
   FunctionTable *table = &data->tables[lo];
   memset(table, 0, sizeof *table);
@@ -364,14 +367,14 @@ static const char *integratedString(Dwarf_Die *die, unsigned int attribute) {
 }
 
 static int isCodeScope(int tag) {
-  return tag == DW_TAG_inlined_subroutine || tag == DW_TAG_lexical_block
-      || tag == DW_TAG_try_block || tag == DW_TAG_catch_block || tag == DW_TAG_with_stmt;
+  return tag == DW_TAG_inlined_subroutine || tag == DW_TAG_lexical_block || tag == DW_TAG_try_block ||
+         tag == DW_TAG_catch_block || tag == DW_TAG_with_stmt;
 }
 
 enum { maxInlineDepth = 64 };
 
-int CPerfSymbols_inlineFrames(CPerfSymbols_Session *session, uint64_t address,
-                              CPerfSymbols_InlineFrame *out, int capacity) {
+int CPerfSymbols_inlineFrames(CPerfSymbols_Session *session, uint64_t address, CPerfSymbols_InlineFrame *out,
+                              int capacity) {
   Dwfl_Module *module = dwfl_addrmodule(session->dwfl, address);
   if (module == NULL) return 0;
   Dwarf_Die cuStorage;
@@ -390,12 +393,18 @@ int CPerfSymbols_inlineFrames(CPerfSymbols_Session *session, uint64_t address,
   size_t lo = 0, hi = table->count;
   while (lo < hi) {
     size_t mid = lo + (hi - lo) / 2;
-    if (table->functions[mid].low <= pc) lo = mid + 1; else hi = mid;
+    if (table->functions[mid].low <= pc)
+      lo = mid + 1;
+    else
+      hi = mid;
   }
   const CURange *function = NULL;
   for (size_t i = lo, steps = 0; i > 0 && steps < 8; i--, steps++) {
     const CURange *range = &table->functions[i - 1];
-    if (pc >= range->low && pc < range->high) { function = range; break; }
+    if (pc >= range->low && pc < range->high) {
+      function = range;
+      break;
+    }
   }
   if (function == NULL) return 0;
 
@@ -411,8 +420,7 @@ int CPerfSymbols_inlineFrames(CPerfSymbols_Session *session, uint64_t address,
     if (dwarf_child(&scope, &child) == 0) {
       do {
         if (isCodeScope(dwarf_tag(&child)) && dwarf_haspc(&child, pc) == 1) {
-          if (dwarf_tag(&child) == DW_TAG_inlined_subroutine && depth < maxInlineDepth)
-            chain[depth++] = child;
+          if (dwarf_tag(&child) == DW_TAG_inlined_subroutine && depth < maxInlineDepth) chain[depth++] = child;
           scope = child;
           descended = 1;
           break;
@@ -431,17 +439,14 @@ int CPerfSymbols_inlineFrames(CPerfSymbols_Session *session, uint64_t address,
     CPerfSymbols_InlineFrame *frame = &out[found];
     memset(frame, 0, sizeof *frame);
     frame->linkageName = integratedString(die, DW_AT_linkage_name);
-    if (frame->linkageName == NULL)
-      frame->linkageName = integratedString(die, DW_AT_MIPS_linkage_name);
+    if (frame->linkageName == NULL) frame->linkageName = integratedString(die, DW_AT_MIPS_linkage_name);
     frame->name = integratedString(die, DW_AT_name);
     Dwarf_Attribute attribute;
     Dwarf_Word value;
-    if (files != NULL
-        && dwarf_formudata(dwarf_attr(die, DW_AT_call_file, &attribute), &value) == 0
-        && value < fileCount)
+    if (files != NULL && dwarf_formudata(dwarf_attr(die, DW_AT_call_file, &attribute), &value) == 0 &&
+        value < fileCount)
       frame->callFile = dwarf_filesrc(files, value, NULL, NULL);
-    if (dwarf_formudata(dwarf_attr(die, DW_AT_call_line, &attribute), &value) == 0)
-      frame->callLine = (int32_t)value;
+    if (dwarf_formudata(dwarf_attr(die, DW_AT_call_line, &attribute), &value) == 0) frame->callLine = (int32_t)value;
     if (dwarf_formudata(dwarf_attr(die, DW_AT_call_column, &attribute), &value) == 0)
       frame->callColumn = (int32_t)value;
   }
@@ -478,9 +483,7 @@ static inline __attribute__((always_inline)) uint64_t CPerfSymbols_inlinedProbe(
   return address;
 }
 
-uint64_t CPerfSymbols_selfTestInlinedReturnAddress(void) {
-  return CPerfSymbols_inlinedProbe();
-}
+uint64_t CPerfSymbols_selfTestInlinedReturnAddress(void) { return CPerfSymbols_inlinedProbe(); }
 
 // The image whose PT_LOAD segments (their memory size, .bss included) cover an address.
 typedef struct ImageSearch {

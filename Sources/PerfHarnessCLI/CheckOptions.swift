@@ -14,43 +14,56 @@ struct CheckOptions: ParsableArguments {
 
   @Option(
     name: .customLong(Limit.maxGrowthPerGeneration.flag!),
-    help: ArgumentHelp(Limit.maxGrowthPerGeneration.summary, valueName: "size"))
-  var maxGrowth: String?
+    help: ArgumentHelp(Limit.maxGrowthPerGeneration.summary, valueName: "size"),
+    transform: value(of: .maxGrowthPerGeneration))
+  var maxGrowth: Limit.Value?
 
   @Option(
-    name: .customLong(Limit.maxLeakedBytes.flag!), help: ArgumentHelp(Limit.maxLeakedBytes.summary, valueName: "size"))
-  var maxLeakedBytes: String?
+    name: .customLong(Limit.maxLeakedBytes.flag!), help: ArgumentHelp(Limit.maxLeakedBytes.summary, valueName: "size"),
+    transform: value(of: .maxLeakedBytes))
+  var maxLeakedBytes: Limit.Value?
 
   @Option(
-    name: .customLong(Limit.maxPeakHeap.flag!), help: ArgumentHelp(Limit.maxPeakHeap.summary, valueName: "size"))
-  var maxPeakHeap: String?
+    name: .customLong(Limit.maxPeakHeap.flag!), help: ArgumentHelp(Limit.maxPeakHeap.summary, valueName: "size"),
+    transform: value(of: .maxPeakHeap))
+  var maxPeakHeap: Limit.Value?
 
   @Option(
     name: .customLong(Limit.maxPersistent.flag!),
-    help: ArgumentHelp(Limit.maxPersistent.summary, valueName: "type=n"))
-  var maxPersistent: [String] = []
+    help: ArgumentHelp(Limit.maxPersistent.summary, valueName: "type=n"), transform: value(of: .maxPersistent))
+  var maxPersistent: [Limit.Value] = []
 
   @Option(
-    name: .customLong(Limit.minCoverage.flag!), help: ArgumentHelp(Limit.minCoverage.summary, valueName: "percent"))
-  var minCoverage: String?
+    name: .customLong(Limit.minCoverage.flag!), help: ArgumentHelp(Limit.minCoverage.summary, valueName: "percent"),
+    transform: value(of: .minCoverage))
+  var minCoverage: Limit.Value?
 
   @Flag(name: .customLong(Limit.maxCycles.flag!), help: ArgumentHelp(Limit.maxCycles.summary))
   var noCycles = false
 
+  /// Parses a limit flag's value in the form the limits table gives it.
+  static func value(of limit: Limit) -> @Sendable (String) throws -> Limit.Value {
+    { text in
+      guard let value = limit.parse(text) else {
+        throw ValidationError(
+          limit.form == .typeCounts
+            ? "'\(text)' is not TYPE=N; accepted: \(limit.form.accepted)"
+            : "'\(text)' is not a \(limit.form.noun); accepted: \(limit.form.accepted)")
+      }
+      return value
+    }
+  }
+
   /// The limits given on the command line.
-  func overrides() throws -> Thresholds {
+  func overrides() -> Thresholds {
     var result = Thresholds()
-    let given: [(Limit, [String])] = [
+    let given: [(Limit, [Limit.Value])] = [
       (.maxGrowthPerGeneration, maxGrowth.map { [$0] } ?? []), (.maxLeakedBytes, maxLeakedBytes.map { [$0] } ?? []),
       (.maxPeakHeap, maxPeakHeap.map { [$0] } ?? []), (.maxPersistent, maxPersistent),
       (.minCoverage, minCoverage.map { [$0] } ?? []),
     ]
-    do {
-      for (limit, texts) in given {
-        for text in texts { try limit.set(text, in: &result, source: "--\(limit.flag!)") }
-      }
-    } catch {
-      throw ValidationError(error.message)
+    for (limit, values) in given {
+      for value in values { limit.set(value, in: &result) }
     }
     if noCycles { Limit.maxCycles.set(.count(0), in: &result) }
     return result
@@ -72,6 +85,6 @@ struct CheckOptions: ParsableArguments {
     } else {
       fromFile = Thresholds()
     }
-    return fromFile.overridden(by: try overrides())
+    return fromFile.overridden(by: overrides())
   }
 }

@@ -40,10 +40,8 @@ struct LimitTableTests {
           "t.yaml:1: \(limit.key): 'twelve' is not a \(limit.form.noun); accepted: \(limit.form.accepted)")
       }
     }
-    var thresholds = Thresholds()
-    #expect(throws: Limit.Invalid.self) {
-      try Limit.maxPersistent.set("App.Screen", in: &thresholds, source: "--max-persistent")
-    }
+    #expect(Limit.maxPersistent.parse("App.Screen") == nil)
+    #expect(Limit.maxPersistent.parse("App.Screen=2") == .typeCount("App.Screen", 2))
   }
 
   @Test("keys and flags are unique")

@@ -47,10 +47,10 @@ enum {
 };
 
 typedef struct CPerfAlloc_Config {
-  int32_t mode;                // CPerfAlloc_Mode
-  int32_t maxDepth;            // CPerfAlloc_MinDepth ... CPerfAlloc_MaxDepth (fullStacks)
-  uint32_t timelineIntervalUs; // 0: CPerfAlloc_DefaultTimelineIntervalUs
-  uint32_t timelineCapacity;   // points; 0: 1 << 20
+  int32_t mode;                 // CPerfAlloc_Mode
+  int32_t maxDepth;             // CPerfAlloc_MinDepth ... CPerfAlloc_MaxDepth (fullStacks)
+  uint32_t timelineIntervalUs;  // 0: CPerfAlloc_DefaultTimelineIntervalUs
+  uint32_t timelineCapacity;    // points; 0: 1 << 20
 } CPerfAlloc_Config;
 
 typedef enum CPerfAlloc_ErrorCode {
@@ -80,14 +80,14 @@ enum {
 /// A block allocated while recording and still live at stop.
 typedef struct CPerfAlloc_Block {
   uint64_t address;
-  uint64_t size;         // requested bytes
-  uint64_t metadata;     // 0 unless flags has CPerfAlloc_BlockSwiftObject
+  uint64_t size;      // requested bytes
+  uint64_t metadata;  // 0 unless flags has CPerfAlloc_BlockSwiftObject
   /// CLOCK_MONOTONIC, microsecond resolution. The hooks read the clock only every 16th
   /// allocation of a thread: this is the latest reading of any thread when the block was
   /// allocated, so it may be earlier than the allocation itself.
   uint64_t timestampNs;
-  uint32_t stackId;      // 0: no stack (countsOnly, or the stack table was full)
-  uint32_t generation;   // generation counter when allocated (0 before the first mark)
+  uint32_t stackId;     // 0: no stack (countsOnly, or the stack table was full)
+  uint32_t generation;  // generation counter when allocated (0 before the first mark)
   int32_t tid;
   uint32_t flags;
 } CPerfAlloc_Block;
@@ -106,7 +106,7 @@ typedef struct CPerfAlloc_Mark {
   uint32_t generation;  // the generation this mark opens (1 for the first mark)
   uint32_t reserved;
   uint64_t timestampNs;
-  uint64_t liveBytes;   // tracked live heap when the mark was taken
+  uint64_t liveBytes;  // tracked live heap when the mark was taken
   uint64_t liveBlocks;
 } CPerfAlloc_Mark;
 
@@ -120,22 +120,22 @@ typedef struct CPerfAlloc_Stats {
   uint64_t stopNs;
   uint64_t totalAllocations;  // blocks allocated while recording (realloc counts as one)
   uint64_t totalBytes;
-  uint64_t trackedFrees;      // frees of blocks allocated while recording
-  uint64_t liveBlocks;        // at stop
-  uint64_t liveBytes;         // at stop
+  uint64_t trackedFrees;  // frees of blocks allocated while recording
+  uint64_t liveBlocks;    // at stop
+  uint64_t liveBytes;     // at stop
   uint64_t peakLiveBytes;
-  uint64_t lostBlocks;        // allocations that could not be tracked (table mapping failed)
-  uint64_t lostStacks;        // allocations whose stack did not fit in the stack table
-  uint64_t lostFreedKeys;     // frees aggregated under UINT64_MAX (aggregate table full)
-  uint64_t lostTimeline;      // timeline points that did not fit
-  uint64_t stackCount;        // unique stacks
+  uint64_t lostBlocks;     // allocations that could not be tracked (table mapping failed)
+  uint64_t lostStacks;     // allocations whose stack did not fit in the stack table
+  uint64_t lostFreedKeys;  // frees aggregated under UINT64_MAX (aggregate table full)
+  uint64_t lostTimeline;   // timeline points that did not fit
+  uint64_t stackCount;     // unique stacks
   uint64_t timelineCount;
   uint64_t markCount;
   uint64_t blockTableBytes;   // bytes mapped for the live-block tables at stop
   uint64_t stackTableBytes;   // bytes touched by the stack table (slots + frames)
   uint32_t swiftObjectSites;  // runtime call sites recognized as object allocations
   int32_t mode;
-  uint64_t preexistingBlocks; // at stop, tracked from process start (CPerfAlloc_trackAllBlocks)
+  uint64_t preexistingBlocks;  // at stop, tracked from process start (CPerfAlloc_trackAllBlocks)
   uint64_t preexistingBytes;
 } CPerfAlloc_Stats;
 
@@ -187,10 +187,10 @@ int32_t CPerfAlloc_setIgnoringAllocations(int32_t ignoring);
 
 /// What CPerfAlloc_reserveAddresses did, returned by CPerfAlloc_releaseReservedAddresses.
 typedef struct CPerfAlloc_Reserved {
-  uint64_t addresses;     // reserved
-  uint64_t heldBlocks;    // blocks glibc returned over one of them, kept unused
+  uint64_t addresses;   // reserved
+  uint64_t heldBlocks;  // blocks glibc returned over one of them, kept unused
   uint64_t heldBytes;
-  uint64_t notAvoided;    // blocks handed out over one anyway (no room to hold more)
+  uint64_t notAvoided;  // blocks handed out over one anyway (no room to hold more)
 } CPerfAlloc_Reserved;
 
 /// The leaks instrument's guard against dangling pointers older than the recording: while

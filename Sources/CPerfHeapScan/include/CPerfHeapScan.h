@@ -78,13 +78,13 @@ typedef struct CPerfHeapScan_Edge {
 
 enum {
   /// Block marks (one byte per block).
-  CPerfHeapScan_MarkGlobalRoot = 1,    // pointed to from a writable image segment
-  CPerfHeapScan_MarkStackRoot = 2,     // pointed to from a stack or registers
-  CPerfHeapScan_MarkSideTable = 4,     // a Swift weak-reference side table
-  CPerfHeapScan_MarkUnreadable = 8,    // not inside a readable mapping: not scanned
-  CPerfHeapScan_MarkHeldByHolder = 16, // pointed to from a CPerfHeapScan_BlockHolder block
-  CPerfHeapScan_MarkFreed = 32,        // freed since the listing (options->freedSinceListing):
-                                       // neither scanned nor pointed to
+  CPerfHeapScan_MarkGlobalRoot = 1,     // pointed to from a writable image segment
+  CPerfHeapScan_MarkStackRoot = 2,      // pointed to from a stack or registers
+  CPerfHeapScan_MarkSideTable = 4,      // a Swift weak-reference side table
+  CPerfHeapScan_MarkUnreadable = 8,     // not inside a readable mapping: not scanned
+  CPerfHeapScan_MarkHeldByHolder = 16,  // pointed to from a CPerfHeapScan_BlockHolder block
+  CPerfHeapScan_MarkFreed = 32,         // freed since the listing (options->freedSinceListing):
+                                        // neither scanned nor pointed to
 };
 
 /// One snapshotted address range: words [start, end) are words[firstWord...].
@@ -106,7 +106,7 @@ typedef struct CPerfHeapScan_Snapshot {
   CPerfHeapScan_SnapshotRange *ranges;  // sorted by start, mmap'd
   uint64_t rangeCount;
   uint64_t rangeBytes;
-  uint64_t *words;                      // mmap'd
+  uint64_t *words;  // mmap'd
   uint64_t wordBytes;
   /// Values (top 16 bits masked) that named anonymous writable memory, but no live block,
   /// in a live block's words or a writable image segment: dangling pointers, which a
@@ -140,15 +140,15 @@ typedef struct CPerfHeapScan_Layout {
 } CPerfHeapScan_Layout;
 
 typedef struct CPerfHeapScan_Options {
-  int32_t scanGlobals;     // scan writable PT_LOAD segments
-  int32_t scanThreads;     // scan the calling thread and park+scan the others
+  int32_t scanGlobals;  // scan writable PT_LOAD segments
+  int32_t scanThreads;  // scan the calling thread and park+scan the others
   // 0: SIGPROF. libdispatch's worker threads block every signal but the synchronous
   // ones, SIGPROF and SIGSYS (SigBlk fffffffe3bfbea27 on this toolchain), so a real-time
   // signal would park none of them. SIGPROFs that are not the scan's (the Time
   // Profiler's timers) go to the previous handler; the previous disposition is restored
   // after the scan unless a thread never parked (its SIGPROF may still be pending).
   int32_t signalNumber;
-  int32_t parkTimeoutMs;   // 0: 500
+  int32_t parkTimeoutMs;  // 0: 500
   /// Non-zero: fill result->rootSources ("why is this block alive?").
   int32_t recordRootSources;
   /// Non-zero: the calling thread's stack and registers are not roots (its TLS still is).
@@ -176,7 +176,7 @@ typedef struct CPerfHeapScan_Result {
   CPerfHeapScan_Edge *edges;  // mmap'd; free with CPerfHeapScan_freeResult
   uint64_t edgeCount;
   uint64_t edgeMappedBytes;
-  uint8_t *marks;             // one per block (CPerfHeapScan_Mark*), mmap'd
+  uint8_t *marks;  // one per block (CPerfHeapScan_Mark*), mmap'd
   uint64_t blockCount;
   /// With options->recordRootSources: per block, the address of the first root word
   /// (stack, register save slot, image segment) that pointed into it, else 0.
@@ -187,14 +187,14 @@ typedef struct CPerfHeapScan_Result {
   /// wait in a system call: their stack was read from its stack pointer there; their
   /// registers were not.
   uint32_t blockedThreads;
-  uint64_t rootBytes;         // bytes of root ranges scanned
-  uint64_t scannedBytes;      // bytes of blocks scanned
-  uint64_t extraBytes;        // bytes mapped for the scan (index, output, thread slots)
-  uint64_t staleWords;        // root words not followed because of options->snapshot
-  uint64_t freedBlocks;       // blocks marked CPerfHeapScan_MarkFreed
-  uint64_t freesNotLogged;    // frees options->freedSinceListing counted but could not give
-  uint64_t layoutWords;       // words naming a block, not followed because of options->layouts
-  int32_t error;              // 0, else errno of `call`
+  uint64_t rootBytes;       // bytes of root ranges scanned
+  uint64_t scannedBytes;    // bytes of blocks scanned
+  uint64_t extraBytes;      // bytes mapped for the scan (index, output, thread slots)
+  uint64_t staleWords;      // root words not followed because of options->snapshot
+  uint64_t freedBlocks;     // blocks marked CPerfHeapScan_MarkFreed
+  uint64_t freesNotLogged;  // frees options->freedSinceListing counted but could not give
+  uint64_t layoutWords;     // words naming a block, not followed because of options->layouts
+  int32_t error;            // 0, else errno of `call`
   const char *call;
 } CPerfHeapScan_Result;
 

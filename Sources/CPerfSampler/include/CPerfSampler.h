@@ -49,11 +49,11 @@ enum {
 };
 
 typedef struct CPerfSampler_Config {
-  int32_t clock;        // CPerfSampler_Clock
-  int32_t rateHz;       // CPerfSampler_MinRateHz ... CPerfSampler_MaxRateHz
-  int32_t maxDepth;     // CPerfSampler_MinDepth ... CPerfSampler_MaxDepth
-  int32_t source;       // CPerfSampler_SourceAuto or CPerfSampler_SourceTimer
-  uint64_t bufferBytes; // >= CPerfSampler_MinBufferBytes; reserved with MAP_NORESERVE
+  int32_t clock;         // CPerfSampler_Clock
+  int32_t rateHz;        // CPerfSampler_MinRateHz ... CPerfSampler_MaxRateHz
+  int32_t maxDepth;      // CPerfSampler_MinDepth ... CPerfSampler_MaxDepth
+  int32_t source;        // CPerfSampler_SourceAuto or CPerfSampler_SourceTimer
+  uint64_t bufferBytes;  // >= CPerfSampler_MinBufferBytes; reserved with MAP_NORESERVE
 } CPerfSampler_Config;
 
 typedef enum CPerfSampler_ErrorCode {
@@ -88,34 +88,34 @@ typedef struct CPerfSampler_SampleHeader {
 
 typedef struct CPerfSampler_ThreadInfo {
   int32_t tid;
-  int32_t isMain;         // tid == getpid()
-  int32_t exited;         // seen gone during recording (its timer was deleted then)
-  int32_t timerFailed;    // timer_create failed: the thread was never sampled
-  char firstName[16];     // /proc/self/task/<tid>/comm when first seen
-  char latestName[16];    // comm read last: on the scan after first sight, when the thread
-                          // ended (threads from pthread_create) and at stop
-  int32_t source;         // CPerfSampler_SourcePerfEvent, CPerfSampler_SourceTimer, or 0
-  int32_t blocksSignal;   // SIGPROF blocked or pending when the thread ended or at stop
-  int32_t bornDuring;     // started during the recording
-  int32_t cpuKnown;       // cpuNs is known
-  uint64_t cpuNs;         // CPU time the recording could have sampled: from the thread's
-                          // start (bornDuring) or its arming, to its end or the stop
-  uint64_t unsignalledNs; // wall clock ticks: time blocked where a tick would cause EINTR
+  int32_t isMain;              // tid == getpid()
+  int32_t exited;              // seen gone during recording (its timer was deleted then)
+  int32_t timerFailed;         // timer_create failed: the thread was never sampled
+  char firstName[16];          // /proc/self/task/<tid>/comm when first seen
+  char latestName[16];         // comm read last: on the scan after first sight, when the thread
+                               // ended (threads from pthread_create) and at stop
+  int32_t source;              // CPerfSampler_SourcePerfEvent, CPerfSampler_SourceTimer, or 0
+  int32_t blocksSignal;        // SIGPROF blocked or pending when the thread ended or at stop
+  int32_t bornDuring;          // started during the recording
+  int32_t cpuKnown;            // cpuNs is known
+  uint64_t cpuNs;              // CPU time the recording could have sampled: from the thread's
+                               // start (bornDuring) or its arming, to its end or the stop
+  uint64_t unsignalledNs;      // wall clock ticks: time blocked where a tick would cause EINTR
   int32_t unsignalledSyscall;  // the system call it was last blocked in so (-1: none)
   int32_t reserved;
 } CPerfSampler_ThreadInfo;
 
 typedef struct CPerfSampler_Stats {
-  uint64_t startNs;            // CLOCK_MONOTONIC; later times count from it on the TSC when it is invariant
+  uint64_t startNs;  // CLOCK_MONOTONIC; later times count from it on the TSC when it is invariant
   uint64_t stopNs;
-  uint64_t signalsReceived;    // SIGPROFs from this session's timers
-  uint64_t lostSamples;        // signals whose sample did not fit in the arena
-  uint64_t unwindFallbacks;    // interrupted PC not found among unwound frames
-  uint64_t usedBytes;          // valid bytes at the start of the arena
-  uint64_t timerFailures;      // timer_create/timer_settime failures (not ESRCH/EINVAL)
-  int32_t perfErrno;           // first perf_event_open/ring failure's errno (threads got timers)
-  int32_t handlerReplaced;     // SIGPROF at stop: 0 ours, 1 another handler, 2 ignored, 3 default
-  int32_t previousHandler;     // SIGPROF before the sampler's: 0 default, 1 a handler, 2 ignored
+  uint64_t signalsReceived;  // SIGPROFs from this session's timers
+  uint64_t lostSamples;      // signals whose sample did not fit in the arena
+  uint64_t unwindFallbacks;  // interrupted PC not found among unwound frames
+  uint64_t usedBytes;        // valid bytes at the start of the arena
+  uint64_t timerFailures;    // timer_create/timer_settime failures (not ESRCH/EINVAL)
+  int32_t perfErrno;         // first perf_event_open/ring failure's errno (threads got timers)
+  int32_t handlerReplaced;   // SIGPROF at stop: 0 ours, 1 another handler, 2 ignored, 3 default
+  int32_t previousHandler;   // SIGPROF before the sampler's: 0 default, 1 a handler, 2 ignored
   int32_t reserved;
 } CPerfSampler_Stats;
 

@@ -77,6 +77,5 @@ void CPerfSupport_forwardSignal(const struct sigaction *previous, int sig, sigin
 #endif
 
 #include "CPerfSupportInline.h"
-#include "CPerfClock.h"
 
 #endif

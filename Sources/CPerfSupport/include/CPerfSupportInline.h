@@ -24,8 +24,10 @@ static inline void CPerfSupport_spinLock(CPerfSupport_SpinLock *lock) {
   unsigned spins = 0;
   while (atomic_exchange_explicit(lock, 1, memory_order_acquire)) {
     while (atomic_load_explicit(lock, memory_order_relaxed)) {
-      if (++spins > 64) sched_yield();
-      else __builtin_ia32_pause();
+      if (++spins > 64)
+        sched_yield();
+      else
+        __builtin_ia32_pause();
     }
   }
 }

@@ -60,8 +60,7 @@ typedef struct CPerfSymbols_Location {
 
 /// Fills *out for the address (a PC, not a return address: the caller subtracts 1).
 /// Returns 0 when the address is in a known image, -1 otherwise (out->hasModule == 0).
-int CPerfSymbols_lookup(CPerfSymbols_Session *_Nonnull session, uint64_t address,
-                        CPerfSymbols_Location *_Nonnull out);
+int CPerfSymbols_lookup(CPerfSymbols_Session *_Nonnull session, uint64_t address, CPerfSymbols_Location *_Nonnull out);
 
 /// One DW_TAG_inlined_subroutine scope containing an address.
 typedef struct CPerfSymbols_InlineFrame {

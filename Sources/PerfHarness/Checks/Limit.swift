@@ -75,28 +75,11 @@ public struct Limit: Sendable {
     }
   }
 
-  /// Sets this limit in `thresholds` from `text`; the error names `source` (a flag or a
-  /// file key) and the accepted forms.
-  public func set(_ text: String, in thresholds: inout Thresholds, source: String) throws(Invalid) {
-    guard let value = parse(text) else {
-      throw Invalid(
-        message: form == .typeCounts
-          ? "\(source) '\(text)' is not TYPE=N; accepted: \(form.accepted)"
-          : "\(source) '\(text)' is not a \(form.noun); accepted: \(form.accepted)")
-    }
-    store(&thresholds, value)
-  }
-
   /// Sets this limit to `value` directly.
   public func set(_ value: Value, in thresholds: inout Thresholds) { store(&thresholds, value) }
 
   /// Whether `thresholds` sets this limit.
   public func isSet(in thresholds: Thresholds) -> Bool { isSet(thresholds) }
-
-  public struct Invalid: Error, CustomStringConvertible, Sendable {
-    public var message: String
-    public var description: String { message }
-  }
 
   /// "95", "97.5%": a percentage from 0 to 100.
   public static func percent(parsing text: String) -> Double? {

@@ -4,81 +4,81 @@
 
 // No .cfi directives: the assembler emits no FDE for it. Thousands of distinct PCs, so
 // most samples that land here meet a PC the sampler has not learned yet (and defer).
-__asm__(".text\n"
-        ".p2align 4\n"
-        ".type unwind_cases_leaf_without_fde,@function\n"
-        "unwind_cases_leaf_without_fde:\n"
-        "  movq %rdi, %rax\n"
-        ".rept 16384\n"
-        "  addq $1, %rax\n"
-        ".endr\n"
-        "  ret\n"
-        ".size unwind_cases_leaf_without_fde, .-unwind_cases_leaf_without_fde\n");
+__asm__(
+    ".text\n"
+    ".p2align 4\n"
+    ".type unwind_cases_leaf_without_fde,@function\n"
+    "unwind_cases_leaf_without_fde:\n"
+    "  movq %rdi, %rax\n"
+    ".rept 16384\n"
+    "  addq $1, %rax\n"
+    ".endr\n"
+    "  ret\n"
+    ".size unwind_cases_leaf_without_fde, .-unwind_cases_leaf_without_fde\n");
 
 // 16384 additions to rax in a loop of three PCs, then the return.
-#define SPIN_AND_RETURN \
+#define SPIN_AND_RETURN   \
   "  movl $16384, %ecx\n" \
-  "1:\n" \
-  "  addq $1, %rax\n" \
-  "  decl %ecx\n" \
-  "  jnz 1b\n" \
+  "1:\n"                  \
+  "  addq $1, %rax\n"     \
+  "  decl %ecx\n"         \
+  "  jnz 1b\n"            \
   "  ret\n"
 
 // An epilogue whose CFI, after `pop %rbp`, still names the slot rbp was popped from
 // (now below sp), as LLVM emits it, with a loop of a few PCs before the `ret`: samples
 // keep landing on PCs the sampler has seen, so they show whether it learned a rule.
-__asm__(".text\n"
-        ".p2align 4\n"
-        ".type unwind_cases_after_pop,@function\n"
-        "unwind_cases_after_pop:\n"
-        "  .cfi_startproc\n"
-        "  pushq %rbp\n"
-        "  .cfi_def_cfa_offset 16\n"
-        "  .cfi_offset %rbp, -16\n"
-        "  movq %rsp, %rbp\n"
-        "  .cfi_def_cfa_register %rbp\n"
-        "  movq %rdi, %rax\n"
-        "  popq %rbp\n"
-        "  .cfi_def_cfa %rsp, 8\n"
-        SPIN_AND_RETURN
-        "  .cfi_endproc\n"
-        ".size unwind_cases_after_pop, .-unwind_cases_after_pop\n");
+__asm__(
+    ".text\n"
+    ".p2align 4\n"
+    ".type unwind_cases_after_pop,@function\n"
+    "unwind_cases_after_pop:\n"
+    "  .cfi_startproc\n"
+    "  pushq %rbp\n"
+    "  .cfi_def_cfa_offset 16\n"
+    "  .cfi_offset %rbp, -16\n"
+    "  movq %rsp, %rbp\n"
+    "  .cfi_def_cfa_register %rbp\n"
+    "  movq %rdi, %rax\n"
+    "  popq %rbp\n"
+    "  .cfi_def_cfa %rsp, 8\n" SPIN_AND_RETURN
+    "  .cfi_endproc\n"
+    ".size unwind_cases_after_pop, .-unwind_cases_after_pop\n");
 
 // A loop of a few PCs in a leaf without an FDE or a frame, as libswiftCore's functions
 // without one are before their `push %rbp`: samples keep landing on PCs the sampler has
 // seen, so they show what it does where no rule shape fits libunwind's step.
-__asm__(".text\n"
-        ".p2align 4\n"
-        ".type unwind_cases_loop_without_fde,@function\n"
-        "unwind_cases_loop_without_fde:\n"
-        "  movq %rdi, %rax\n"
-        SPIN_AND_RETURN
-        ".size unwind_cases_loop_without_fde, .-unwind_cases_loop_without_fde\n");
+__asm__(
+    ".text\n"
+    ".p2align 4\n"
+    ".type unwind_cases_loop_without_fde,@function\n"
+    "unwind_cases_loop_without_fde:\n"
+    "  movq %rdi, %rax\n" SPIN_AND_RETURN ".size unwind_cases_loop_without_fde, .-unwind_cases_loop_without_fde\n");
 
 // A function without an FDE that sets up a frame and calls a leaf with CFI, as the Swift
 // runtime's metadata accessor thunks call into the runtime: samples in the leaf have it
 // as a caller frame, which libunwind steps along the frame-pointer chain with a made-up
 // sp. The 32 bytes of locals keep that sp from being the caller's.
-__asm__(".text\n"
-        ".p2align 4\n"
-        ".type unwind_cases_spin_leaf,@function\n"
-        "unwind_cases_spin_leaf:\n"
-        "  .cfi_startproc\n"
-        "  movq %rdi, %rax\n"
-        SPIN_AND_RETURN
-        "  .cfi_endproc\n"
-        ".size unwind_cases_spin_leaf, .-unwind_cases_spin_leaf\n"
-        ".p2align 4\n"
-        ".type unwind_cases_frame_without_fde,@function\n"
-        "unwind_cases_frame_without_fde:\n"
-        "  pushq %rbp\n"
-        "  movq %rsp, %rbp\n"
-        "  subq $32, %rsp\n"
-        "  call unwind_cases_spin_leaf\n"
-        "  addq $32, %rsp\n"
-        "  popq %rbp\n"
-        "  ret\n"
-        ".size unwind_cases_frame_without_fde, .-unwind_cases_frame_without_fde\n");
+__asm__(
+    ".text\n"
+    ".p2align 4\n"
+    ".type unwind_cases_spin_leaf,@function\n"
+    "unwind_cases_spin_leaf:\n"
+    "  .cfi_startproc\n"
+    "  movq %rdi, %rax\n" SPIN_AND_RETURN
+    "  .cfi_endproc\n"
+    ".size unwind_cases_spin_leaf, .-unwind_cases_spin_leaf\n"
+    ".p2align 4\n"
+    ".type unwind_cases_frame_without_fde,@function\n"
+    "unwind_cases_frame_without_fde:\n"
+    "  pushq %rbp\n"
+    "  movq %rsp, %rbp\n"
+    "  subq $32, %rsp\n"
+    "  call unwind_cases_spin_leaf\n"
+    "  addq $32, %rsp\n"
+    "  popq %rbp\n"
+    "  ret\n"
+    ".size unwind_cases_frame_without_fde, .-unwind_cases_frame_without_fde\n");
 
 static uint64_t thread_cpu_ns(void) {
   struct timespec ts;

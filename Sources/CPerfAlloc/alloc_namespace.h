@@ -1,0 +1,112 @@
+// The CPerfAlloc target's internal globals under its own prefix (cperf_alloc_): hidden from the
+// dynamic symbol table, they are still global in a static link, where a plain name
+// ("walk", "g_state") would clash with a user's own C code. Included first by every file
+// of the target (through alloc_internal.h); scripts/check-c-symbols.sh, run by make test,
+// fails on a global this list misses.
+#ifndef ALLOC_NAMESPACE_H
+#define ALLOC_NAMESPACE_H
+
+#define calibrateClock            cperf_alloc_calibrateClock
+#define claimNursery              cperf_alloc_claimNursery
+#define drainNurseries            cperf_alloc_drainNurseries
+#define forkChild                 cperf_alloc_forkChild
+#define forkParent                cperf_alloc_forkParent
+#define forkPrepare               cperf_alloc_forkPrepare
+#define freedMap                  cperf_alloc_freedMap
+#define freedProbe                cperf_alloc_freedProbe
+#define g_blockCount              cperf_alloc_g_blockCount
+#define g_blocks                  cperf_alloc_g_blocks
+#define g_blocksBytes             cperf_alloc_g_blocksBytes
+#define g_countsFast              cperf_alloc_g_countsFast
+#define g_drainSeq                cperf_alloc_g_drainSeq
+#define g_freedBytes              cperf_alloc_g_freedBytes
+#define g_freedCount              cperf_alloc_g_freedCount
+#define g_freedSnapshot           cperf_alloc_g_freedSnapshot
+#define g_generation              cperf_alloc_g_generation
+#define g_generationBits          cperf_alloc_g_generationBits
+#define g_held                    cperf_alloc_g_held
+#define g_heldBytes               cperf_alloc_g_heldBytes
+#define g_heldCount               cperf_alloc_g_heldCount
+#define g_lostStacks              cperf_alloc_g_lostStacks
+#define g_lostTimeline            cperf_alloc_g_lostTimeline
+#define g_markCount               cperf_alloc_g_markCount
+#define g_markLock                cperf_alloc_g_markLock
+#define g_marks                   cperf_alloc_g_marks
+#define g_maxDepth                cperf_alloc_g_maxDepth
+#define g_microsPerTsc32          cperf_alloc_g_microsPerTsc32
+#define g_mode                    cperf_alloc_g_mode
+#define g_notAvoided              cperf_alloc_g_notAvoided
+#define g_nowMicros               cperf_alloc_g_nowMicros
+#define g_nurseries               cperf_alloc_g_nurseries
+#define g_nurseriesOn             cperf_alloc_g_nurseriesOn
+#define g_nurseriesUsable         cperf_alloc_g_nurseriesUsable
+#define g_nurseryCount            cperf_alloc_g_nurseryCount
+#define g_objectSiteCount         cperf_alloc_g_objectSiteCount
+#define g_objectSites             cperf_alloc_g_objectSites
+#define g_overflow                cperf_alloc_g_overflow
+#define g_overflowLock            cperf_alloc_g_overflowLock
+#define g_paused                  cperf_alloc_g_paused
+#define g_peakLiveBytes           cperf_alloc_g_peakLiveBytes
+#define g_preBlockCount           cperf_alloc_g_preBlockCount
+#define g_preBlocks               cperf_alloc_g_preBlocks
+#define g_preBlocksBytes          cperf_alloc_g_preBlocksBytes
+#define g_preexistingPhase        cperf_alloc_g_preexistingPhase
+#define g_recording               cperf_alloc_g_recording
+#define g_reserved                cperf_alloc_g_reserved
+#define g_reservedCount           cperf_alloc_g_reservedCount
+#define g_reservedHi              cperf_alloc_g_reservedHi
+#define g_reservedLo              cperf_alloc_g_reservedLo
+#define g_session                 cperf_alloc_g_session
+#define g_slowAllocLength         cperf_alloc_g_slowAllocLength
+#define g_slowAllocStart          cperf_alloc_g_slowAllocStart
+#define g_stackArena              cperf_alloc_g_stackArena
+#define g_stackArenaUsed          cperf_alloc_g_stackArenaUsed
+#define g_stackCount              cperf_alloc_g_stackCount
+#define g_stackSlots              cperf_alloc_g_stackSlots
+#define g_startNs                 cperf_alloc_g_startNs
+#define g_startTsc                cperf_alloc_g_startTsc
+#define g_state                   cperf_alloc_g_state
+#define g_stats                   cperf_alloc_g_stats
+#define g_stopNs                  cperf_alloc_g_stopNs
+#define g_stripes                 cperf_alloc_g_stripes
+#define g_timeline                cperf_alloc_g_timeline
+#define g_timelineCapacity        cperf_alloc_g_timelineCapacity
+#define g_timelineCount           cperf_alloc_g_timelineCount
+#define g_timelineIntervalNs      cperf_alloc_g_timelineIntervalNs
+#define g_timelineLast            cperf_alloc_g_timelineLast
+#define g_tracksPreexisting       cperf_alloc_g_tracksPreexisting
+#define g_watchCount              cperf_alloc_g_watchCount
+#define g_watchLog                cperf_alloc_g_watchLog
+#define g_watching                cperf_alloc_g_watching
+#define g_zeroNewBlocks           cperf_alloc_g_zeroNewBlocks
+#define lookUpObjectSites         cperf_alloc_lookUpObjectSites
+#define lookUpStackBounds         cperf_alloc_lookUpStackBounds
+#define nurseryEvict              cperf_alloc_nurseryEvict
+#define recordAllocWithStack      cperf_alloc_recordAllocWithStack
+#define recordCountsInStripes     cperf_alloc_recordCountsInStripes
+#define recordPaused              cperf_alloc_recordPaused
+#define registerMembarrier        cperf_alloc_registerMembarrier
+#define resetNursery              cperf_alloc_resetNursery
+#define snapshotFreed             cperf_alloc_snapshotFreed
+#define stackIntern               cperf_alloc_stackIntern
+#define startWatchIfWanted        cperf_alloc_startWatchIfWanted
+#define stripeMap                 cperf_alloc_stripeMap
+#define stripePlace               cperf_alloc_stripePlace
+#define sumLiveBytes              cperf_alloc_sumLiveBytes
+#define t_clockCountdown          cperf_alloc_t_clockCountdown
+#define t_ignoringAllocations     cperf_alloc_t_ignoringAllocations
+#define t_inHook                  cperf_alloc_t_inHook
+#define t_nursery                 cperf_alloc_t_nursery
+#define t_stackCache              cperf_alloc_t_stackCache
+#define t_stackCacheNext          cperf_alloc_t_stackCacheNext
+#define t_stackHi                 cperf_alloc_t_stackHi
+#define t_stackLo                 cperf_alloc_t_stackLo
+#define t_tid                     cperf_alloc_t_tid
+#define t_tidBits                 cperf_alloc_t_tidBits
+#define takeAsOverflowThread      cperf_alloc_takeAsOverflowThread
+#define takeFromOthers            cperf_alloc_takeFromOthers
+#define takeFromStripesAfterDrain cperf_alloc_takeFromStripesAfterDrain
+#define timelineAppend            cperf_alloc_timelineAppend
+#define timelineMaybeSample       cperf_alloc_timelineMaybeSample
+
+#endif
