@@ -281,4 +281,33 @@ struct BaselineComparisonTests {
     #expect(
       !bytes.passed && (bytes.detail ?? "").contains("grew most at App.Cache.store(_:) (Cache.swift:12)"), "\(bytes)")
   }
+
+  @Test("a failing count names the allocation stack whose count grew most, of that type for a type's row")
+  func allocationStackWhoseCountGrew() throws {
+    func run(entries: Int, screens: Int) -> Report {
+      var run = report(persistentCount: 100 + entries + screens, types: ["App.Screen": screens, "App.Entry": entries])
+      run.allocations?.stackFrames = [
+        .init(symbol: "swift_allocObject", module: "libswiftCore.so", isApp: false),
+        .init(symbol: "App.Cache.store(_:)", module: "App", file: "/src/Cache.swift", line: 12, isApp: true),
+        .init(symbol: "App.Router.push(_:)", module: "App", file: "/src/Router.swift", line: 40, isApp: true),
+      ]
+      run.allocations?.persistentStacks = [
+        .init(count: entries, bytes: entries * 48, category: "App.Entry", frames: [0, 1]),
+        .init(count: screens, bytes: screens * 48, category: "App.Screen", frames: [0, 2]),
+      ]
+      return run
+    }
+    let comparison = BaselineComparison.compare(
+      run(entries: 400, screens: 3), with: run(entries: 10, screens: 1), baselinePath: "base.json")
+    let blocks = try row(comparison, "persistent blocks")
+    #expect(
+      !blocks.passed
+        && (blocks.detail ?? "").contains("grew most at App.Cache.store(_:) (Cache.swift:12): +390 App.Entry"),
+      "\(blocks)")
+    let screens = try row(comparison, "# Persistent App.Screen")
+    #expect(
+      !screens.passed
+        && (screens.detail ?? "").contains("grew most at App.Router.push(_:) (Router.swift:40): +2 App.Screen"),
+      "\(screens)")
+  }
 }

@@ -155,6 +155,23 @@ extension BaselineComparison {
             separator: "; ")
         }
       }
+      // So does a count of live blocks or instances: the stack whose count grew most, of that
+      // type for a type's row. (Total allocations count the transient too, which the
+      // persistent stacks do not hold: left without a site.)
+      let byCount = grown.filter { $0.currentCount > $0.baselineCount }
+        .sorted { ($0.currentCount - $0.baselineCount, $1.site) > ($1.currentCount - $1.baselineCount, $0.site) }
+      for index in comparison.rows.indices
+      where !comparison.rows[index].passed && comparison.rows[index].unit == Unit.count.rawValue {
+        let metric = comparison.rows[index].metric
+        let typePrefix = "# Persistent "
+        let candidates =
+          metric == "persistent blocks"
+          ? byCount
+          : metric.hasPrefix(typePrefix) ? byCount.filter { $0.category == metric.dropFirst(typePrefix.count) } : []
+        guard let top = candidates.first else { continue }
+        let site = "grew most at \(top.site): +\(top.currentCount - top.baselineCount) \(top.category)"
+        comparison.rows[index].detail = [comparison.rows[index].detail, site].compactMap { $0 }.joined(separator: "; ")
+      }
     }
     return comparison
   }
