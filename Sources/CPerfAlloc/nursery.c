@@ -38,6 +38,18 @@ __attribute__((noinline, cold)) ALLOC_HIDDEN Nursery *claimNursery(void) {
   return t_nursery = n;
 }
 
+void CPerfAlloc_threadEnding(void) {
+  Nursery *n = t_nursery;
+  // Destructors that run after this one may still allocate: not into a nursery it would
+  // claim again and hold until a mark.
+  t_noNursery = 1;
+  if (!n) return;
+  t_nursery = NULL;
+  // Its blocks stay in the slots: the next owner evicts them to the stripes as it needs the
+  // slots, and a free finds them there as it finds any block in another thread's nursery.
+  atomic_store_explicit(&n->owner, 0, memory_order_release);
+}
+
 // Moves the block in slot e (key word `old`) to the stripes, to make room for newKey.
 __attribute__((noinline)) ALLOC_HIDDEN void nurseryEvict(Nursery *n, Slot *e, uint64_t old, uint64_t newKey) {
   Slot moving = {old, __atomic_load_n(&e->w1, __ATOMIC_RELAXED), __atomic_load_n(&e->w2, __ATOMIC_RELAXED)};

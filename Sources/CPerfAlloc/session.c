@@ -308,6 +308,7 @@ int32_t CPerfAlloc_stop(CPerfAlloc_Error *error) {
   st->stopNs = g_stopNs;
   st->mode = g_mode;
   st->swiftObjectSites = g_objectSiteCount;
+  st->nurseries = atomic_load(&g_nurseryCount);
   uint64_t n = 0, f = 0, pre = 0;
   for (int i = 0; i < STRIPES; i++) {
     Stripe *s = &g_stripes[i];

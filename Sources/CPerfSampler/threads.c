@@ -10,6 +10,8 @@
 // are read on it, where no /proc read can race its exit.
 #include "sampler_internal.h"
 
+#include "CPerfAlloc.h"
+
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -97,6 +99,11 @@ static void thread_ends(void *unused) {
   bool blocks = pthread_sigmask(SIG_BLOCK, NULL, &mask) == 0 && sigismember(&mask, SIGPROF) == 1;
   blocks |= sigpending(&pending) == 0 && sigismember(&pending, SIGPROF) == 1;
   sampler_thread_ended(name, (uint64_t)cpu.tv_sec * 1000000000ull + (uint64_t)cpu.tv_nsec, blocks);
+  // This hook is where a thread's end is known: the allocation recorder's per-thread table
+  // goes to the next thread now (256 of them; a program that starts threads one after
+  // another would otherwise run out before the next mark, and every allocation after that
+  // takes a stripe lock).
+  CPerfAlloc_threadEnding();
 }
 
 static void make_end_key(void) { g_endKeyReady = pthread_key_create(&g_endKey, thread_ends) == 0; }

@@ -36,6 +36,9 @@ final class AllocProbeHandedOver { var value = 0 }
 final class AllocProbeHandedKept { var value = 0 }
 final class AllocProbeCrowd { var value = 0 }
 final class AllocProbeCaptured { var value = 0 }
+final class AllocProbeThreadChurn { var value = 0 }
+/// What the churned threads keep alive (a global: a pthread start routine captures nothing).
+let threadChurnBin = ProbeBin()
 
 /// What one test thread hands to another: objects, and C blocks by address.
 final class HandOff: @unchecked Sendable {
@@ -82,6 +85,32 @@ extension ProcessWideRecording {
 
     static func category(_ report: AllocationsReport, _ type: Any.Type) -> AllocationsReport.Category? {
       report.category(named: _typeName(type, qualified: true))
+    }
+
+    /// 400 threads one after another (as a server or a test runner makes them): each
+    /// thread's table of young blocks goes to the next thread when it ends, not at the next
+    /// mark (there are 256), and the blocks left in it stay counted.
+    @Test func threadsThatEndHandTheirTablesOn() throws {
+      let recorder = try AllocationRecorder.start(mode: .countsOnly)
+      for _ in 0..<400 {
+        var thread = pthread_t()
+        let started = pthread_create(
+          &thread, nil,
+          { _ in
+            threadChurnBin.add((0..<5).map { _ in AllocProbeThreadChurn() })
+            return nil
+          }, nil)
+        #expect(started == 0)
+        if started == 0 { pthread_join(thread, nil) }
+      }
+      let recording = recorder.stop()
+      var stats = CPerfAlloc_Stats()
+      CPerfAlloc_stats(&stats)
+      threadChurnBin.removeAll()
+      #expect(stats.nurseries < 64, "\(stats.nurseries) tables for at most a few threads alive at once")
+      let churn = try #require(Self.category(Self.report(recording), AllocProbeThreadChurn.self))
+      #expect(churn.persistentCount == 2000)
+      #expect(recording.lostBlocks == 0)
     }
 
     @Test func exactPersistentAndTransientCounts() throws {

@@ -137,6 +137,8 @@ typedef struct CPerfAlloc_Stats {
   int32_t mode;
   uint64_t preexistingBlocks;  // at stop, tracked from process start (CPerfAlloc_trackAllBlocks)
   uint64_t preexistingBytes;
+  uint32_t nurseries;  // per-thread tables of young blocks mapped (at most 256; reused)
+  uint32_t unused;
 } CPerfAlloc_Stats;
 
 /// Tracks every block from now on, before any session, so that the next session's
@@ -184,6 +186,13 @@ int32_t CPerfAlloc_setPaused(int32_t paused);
 /// are): the harness's own objects made while a scenario records are not the scenario's.
 /// Returns the previous value, for nesting.
 int32_t CPerfAlloc_setIgnoringAllocations(int32_t ignoring);
+
+/// The calling thread is ending: its table of young blocks goes to the next new thread at
+/// once (the blocks in it stay tracked there), instead of waiting for the next mark to find
+/// the thread gone. Called by the pthread_create hook's thread-exit destructor
+/// (CPerfSampler/threads.c); what the thread still allocates afterwards is tracked without
+/// a table of its own.
+void CPerfAlloc_threadEnding(void);
 
 /// What CPerfAlloc_reserveAddresses did, returned by CPerfAlloc_releaseReservedAddresses.
 typedef struct CPerfAlloc_Reserved {
