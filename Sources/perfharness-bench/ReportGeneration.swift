@@ -85,6 +85,8 @@ func measureReportGeneration(rounds: Int, output: URL) throws -> (figures: [Figu
   var opened: [Double] = []
   var samples: [Double] = []
   var allocations: [Double] = []
+  var pprofTimes: [Double] = []
+  var pprofBytes: [Double] = []
   var lastReport: Report?
   for _ in 0..<rounds {
     let configuration = RecordingConfiguration(
@@ -111,6 +113,14 @@ func measureReportGeneration(rounds: Int, output: URL) throws -> (figures: [Figu
     try Data(html.utf8).write(to: page)
     if let rendered = openInBrowser(page) { opened.append(rendered) }
 
+    // The two pprof files a run writes beside its report (the CPU profile, and the heap by
+    // allocation stack), gzipped.
+    let pprofStart = ContinuousClock.now
+    let cpu = report.timeProfile.map { Pprof.cpuProfile($0.profile) }
+    let heap = report.allocations.flatMap(Pprof.heapProfile)
+    pprofTimes.append((ContinuousClock.now - pprofStart).milliseconds)
+    pprofBytes.append(Double((cpu?.count ?? 0) + (heap?.count ?? 0)))
+
     samples.append(Double(report.timeProfile?.sampleCount ?? 0))
     allocations.append(Double(report.allocations?.totals.totalAllocations ?? 0))
     lastReport = report
@@ -119,6 +129,16 @@ func measureReportGeneration(rounds: Int, output: URL) throws -> (figures: [Figu
     format: "%.0f k samples, %.2f M allocations (median of %d recordings)", median(samples) / 1000,
     median(allocations) / 1e6, rounds)
   let openTime = median(opened)
+  // The CPU profile at the scale the issue names, on the synthetic report (100 k samples of 30
+  // frames over many distinct stacks), whatever this machine's recording reached.
+  let synthetic = try HTMLReport.syntheticReport(samples: 100_000, stackDepth: 30, allocations: 1_000_000)
+  var syntheticTimes: [Double] = []
+  var syntheticBytes = 0
+  for _ in 0..<max(3, rounds) {
+    let start = ContinuousClock.now
+    syntheticBytes = synthetic.timeProfile.map { Pprof.cpuProfile($0.profile).count } ?? 0
+    syntheticTimes.append((ContinuousClock.now - start).milliseconds)
+  }
   return (
     [
       Figure(
@@ -137,6 +157,17 @@ func measureReportGeneration(rounds: Int, output: URL) throws -> (figures: [Figu
           + String(
             format: "; %.1f MB page; peak RSS while rendering %.0f MiB (%.0f MiB before)", median(htmlSizes) / 1e6,
             median(htmlPeaks) / 1_048_576, median(htmlBefore) / 1_048_576)),
+      Figure(
+        name: "Report generation: pprof (profile.pb.gz and heap.pb.gz)", measured: median(pprofTimes), unit: "ms",
+        target: "–", meetsTarget: nil,
+        detail: scale + String(format: "; %.0f KiB gzipped", median(pprofBytes) / 1024)),
+      Figure(
+        name: "Report generation: pprof CPU profile of a synthetic 100 k-sample report",
+        measured: median(syntheticTimes),
+        unit: "ms", target: "–", meetsTarget: nil,
+        detail: String(
+          format: "100 k samples of 30 frames, 4000 functions; %.0f KiB gzipped; median of %d",
+          Double(syntheticBytes) / 1024, syntheticTimes.count)),
       Figure(
         name: "HTML report: opened in headless Chromium until every section is drawn", measured: openTime, unit: "ms",
         target: "< 3000 ms", meetsTarget: opened.isEmpty ? nil : openTime < 3000,

@@ -154,10 +154,12 @@ extension ProcessWideRecording {
         unmeasured.isEmpty,
         "\(unmeasured.map { (seen[$0]?.bornDuring, seen[$0]?.cpuNanoseconds) }) not measured from their start")
       if Self.perfEvents {
-        // One period of CPU time each: the event overflows once in each (rarely just after
-        // the thread's end, when its exit path is not the thread's own time).
+        // One period of CPU time each: the event overflows once in each (sometimes just after
+        // the thread's end, when its exit path is not the thread's own time). Measured: 87 of
+        // 100 with two test runs sharing 2 cores, 96 to 100 in 8 runs alone; a thread armed late or
+        // not at all would not be sampled at all.
         let sampledCount = mine.filter { sampled.contains($0) }.count
-        #expect(sampledCount >= 90, "\(sampledCount) of 100 one-millisecond threads sampled")
+        #expect(sampledCount >= 80, "\(sampledCount) of 100 one-millisecond threads sampled")
       }
     }
 
