@@ -251,10 +251,11 @@ private func smallProfile() -> Profile {
     for name in ["samples", "count", "cpu", "nanoseconds", "thread", "thread_id", "Main Thread", "Worker", "memcpy"] {
       #expect(strings.contains(name), "\(name) in \(strings)")
     }
-    // One sample message per sample: its locations leaf first, its count and its weight in ns.
+    // One sample message per sample: its locations leaf first (numbered in order of first
+    // use), its count and its weight in ns.
     #expect(text.components(separatedBy: "\nsample {").count - 1 == profile.samples.count)
     #expect(
-      text.contains("location_id: 3\n  location_id: 2\n  location_id: 1\n  value: 4\n  value: 10000000\n"), "\(text)")
+      text.contains("location_id: 1\n  location_id: 2\n  location_id: 3\n  value: 4\n  value: 10000000\n"), "\(text)")
     #expect(text.contains("value: 250000\n"))
     #expect(text.components(separatedBy: "\nlocation {").count - 1 == profile.frames.count)
     // search(for:) at two lines is one function with two locations.
@@ -262,6 +263,30 @@ private func smallProfile() -> Profile {
     #expect(text.contains("line: 12"))
     #expect(text.contains("period: 1000000"))
     #expect(text.contains("duration_nanos: \(Int(profile.totalWeight() * 1e6))"))
+  }
+
+  @Test("an inlined function is a line of its caller's location, innermost first")
+  func inlinedFramesAreLinesOfOneLocation() throws {
+    let profile = Profile(
+      frames: [
+        ProfileFrame(name: "App.main()", module: "App", isApp: true, file: "/src/main.swift", line: 3),
+        ProfileFrame(name: "App.filter(_:)", module: "App", isApp: true, file: "/src/Filter.swift", line: 20),
+        ProfileFrame(
+          name: "App.clamp(_:)", module: "App", isApp: true, file: "/src/Filter.swift", line: 7, isInlined: true),
+      ],
+      threads: [ProfileThread(name: "Main Thread", isMain: true, threadID: 1)],
+      samples: [
+        ProfileSample(thread: 0, weight: 1, stack: [0, 1, 2]), ProfileSample(thread: 0, weight: 1, stack: [0, 1]),
+      ])
+    let text = try Self.decode(Pprof.cpuProfile(profile))
+    // Two machine frames: filter with clamp inlined into it (one location, two lines), and main.
+    let locations = text.components(separatedBy: "\nlocation {").dropFirst()
+    #expect(locations.count == 3, "clamp+filter, main, filter alone: \(text)")
+    #expect(text.contains("location_id: 1\n  location_id: 2\n  value: 1"), "\(text)")
+    let inlined = try #require(locations.first)
+    #expect(inlined.components(separatedBy: "line {").count - 1 == 2, "\(inlined)")
+    #expect(inlined.contains("line: 7") && inlined.contains("line: 20"))
+    #expect(inlined.range(of: "line: 7")!.lowerBound < inlined.range(of: "line: 20")!.lowerBound, "innermost first")
   }
 
   @Test("gzip: stored blocks over 64 KiB and an empty payload read back whole")

@@ -15,13 +15,19 @@ public struct ProfileFrame: Hashable, Sendable, Codable {
   public var file: String?
   /// The source line, when debug information names one.
   public var line: Int?
+  /// `true` when the compiler inlined this function into the frame that follows it in a
+  /// stack (its caller): both are one machine frame, one return address. Absent otherwise.
+  public var isInlined: Bool?
 
-  public init(name: String, module: String, isApp: Bool, file: String? = nil, line: Int? = nil) {
+  public init(
+    name: String, module: String, isApp: Bool, file: String? = nil, line: Int? = nil, isInlined: Bool? = nil
+  ) {
     self.name = name
     self.module = module
     self.isApp = isApp
     self.file = file
     self.line = line
+    self.isInlined = isInlined
   }
 }
 

@@ -3,11 +3,13 @@ import PerfHarness
 
 /// The Time Profiler's samples as a gzipped pprof profile (`profile.proto`), which
 /// `go tool pprof`, Pyroscope, Parca and Polar Signals read: sample types `samples/count`
-/// and `cpu/nanoseconds`, a function per demangled name with its file, a location per frame
-/// with its line, and each sample's thread as the labels `thread` and `thread_id`.
+/// and `cpu/nanoseconds`, a function per demangled name with its file, a location per
+/// machine frame with its lines, and each sample's thread as the labels `thread` and
+/// `thread_id`.
 ///
-/// Frames that the symbolizer found inlined are their own locations (the report keeps no
-/// grouping of inlined frames by address), so every frame reads as a call.
+/// Functions the compiler inlined (``ProfileFrame/isInlined``) are lines of their caller's
+/// location, innermost first and the caller last, as pprof models inlining: `go tool pprof`
+/// then shows them as inlined calls, not as calls of their own.
 public enum Pprof {
   public static func cpuProfile(_ profile: Profile) -> Data {
     var strings = StringTable()
@@ -19,10 +21,33 @@ public enum Pprof {
 
     let threadKey = strings.index("thread")
     let threadIDKey = strings.index("thread_id")
+    // A location per machine frame: a run of inlined frames and the frame they were inlined
+    // into, leaf first. Ids start at 1 (0 means none), in order of first use.
+    var locationIDs: [[Int]: UInt64] = [:]
+    var locationFrames: [[Int]] = []
+    func locations(of stack: [Int]) -> [UInt64] {
+      var result: [UInt64] = []
+      var group: [Int] = []
+      for frame in stack.reversed() {
+        group.append(frame)
+        let inlined = profile.frames.indices.contains(frame) && profile.frames[frame].isInlined == true
+        if inlined { continue }
+        result.append(locationID(group))
+        group = []
+      }
+      if !group.isEmpty { result.append(locationID(group)) }
+      return result
+    }
+    func locationID(_ group: [Int]) -> UInt64 {
+      if let known = locationIDs[group] { return known }
+      locationFrames.append(group)
+      let id = UInt64(locationFrames.count)
+      locationIDs[group] = id
+      return id
+    }
     for sample in profile.samples {
       var encoded = ProtobufWriter()
-      // Leaf first; location ids start at 1 (0 means none).
-      encoded.packed(field: 1, sample.stack.reversed().map { UInt64($0 + 1) })
+      encoded.packed(field: 1, locations(of: sample.stack))
       encoded.packed(
         field: 2, [UInt64(sample.sampleCount), UInt64(bitPattern: Int64((sample.weight * 1e6).rounded()))])
       if profile.threads.indices.contains(sample.thread) {
@@ -39,16 +64,19 @@ public enum Pprof {
       message.bytes(field: 2, encoded.data)
     }
 
-    // One function per (name, module, file); one location per frame (with its line).
+    // One function per (name, module, file); a location's lines are its frames.
     var functions = FunctionTable()
-    for (index, frame) in profile.frames.enumerated() {
-      let functionID = functions.id(name: frame.name, module: frame.module, file: frame.file, strings: &strings)
-      var line = ProtobufWriter()
-      line.varint(field: 1, functionID)
-      if let number = frame.line { line.varint(field: 2, UInt64(number)) }
+    for (index, group) in locationFrames.enumerated() {
       var location = ProtobufWriter()
       location.varint(field: 1, UInt64(index + 1))
-      location.bytes(field: 4, line.data)
+      for frameIndex in group where profile.frames.indices.contains(frameIndex) {
+        let frame = profile.frames[frameIndex]
+        let functionID = functions.id(name: frame.name, module: frame.module, file: frame.file, strings: &strings)
+        var line = ProtobufWriter()
+        line.varint(field: 1, functionID)
+        if let number = frame.line { line.varint(field: 2, UInt64(number)) }
+        location.bytes(field: 4, line.data)
+      }
       message.bytes(field: 4, location.data)
     }
     message.append(functions.encoded)

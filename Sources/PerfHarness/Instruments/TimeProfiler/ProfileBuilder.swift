@@ -87,7 +87,7 @@ struct ProfileBuilder {
     ProfileFrame(
       name: frame.swiftModule != nil ? SymbolName.simplified(frame.symbol) : frame.symbol,
       module: frame.reportedModule, isApp: CodeOwnership.isAppCode(frame),
-      file: frame.file, line: frame.line)
+      file: frame.file, line: frame.line, isInlined: frame.isInlined ? true : nil)
   }
 
 }
