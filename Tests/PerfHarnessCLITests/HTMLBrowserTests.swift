@@ -254,6 +254,38 @@ struct HTMLBrowserTests {
     }
   }
 
+  /// The starter's thumbnail cache keeps growing where the fixed one does not: against the
+  /// fixed run, the starter's allocation flame graph paints the frames under which more lives
+  /// red, from the baselines the comparison keeps for the starter's stacks.
+  @Test("against a baseline, the allocation flame graph is coloured by the change in what lives under each frame")
+  func differentialAllocationFlameGraph() throws {
+    let directory = try temporaryDirectory()
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let base = try perfharness.run([
+      "scenario", "filtered-thumbnail-scrolling", "--variant", "fixed", "--iterations", "2", "--instruments",
+      "allocations", "--output", directory.appendingPathComponent("base").path,
+    ])
+    #expect(base.status == 0, "\(base.standardError)")
+    let baseline = directory.appendingPathComponent("base/filtered-thumbnail-scrolling/fixed/report.json")
+    let run = try perfharness.run([
+      "scenario", "filtered-thumbnail-scrolling", "--iterations", "2", "--instruments", "allocations",
+      "--baseline", baseline.path, "--allow-different-setup", "--output", directory.appendingPathComponent("new").path,
+    ])
+    let folder = directory.appendingPathComponent("new/filtered-thumbnail-scrolling/starter")
+    let report = try JSONDecoder().decode(
+      Report.self, from: Data(contentsOf: folder.appendingPathComponent("report.json")))
+    let baselines = try #require(report.comparison?.allocationStackBaselines, "\(run.standardError)")
+    let stacks = try #require(report.allocations?.persistentStacks)
+    #expect(baselines.allSatisfy { stacks.indices.contains($0.stack) })
+    let selfTest = try Chromium.selfTest(folder.appendingPathComponent("report.html"), workingIn: directory)
+    #expect(selfTest.problems.isEmpty, "\(selfTest.problems)")
+    let painted = try #require(selfTest.allocationFlame?.changes, "no differential allocation flame graph")
+    #expect(painted.contains { $0.change == "more" }, "nothing grew: \(painted.prefix(5))")
+    let liveNow = stacks.reduce(0) { $0 + $1.bytes }
+    let liveThen = baselines.reduce(0) { $0 + $1.bytes }
+    #expect(liveNow > liveThen, "the starter keeps more live at the end than the fixed run did on the same stacks")
+  }
+
   @Test("report --html into a folder that does not exist fails with exit 1 and names the path")
   func unwritableOutput() throws {
     let directory = try temporaryDirectory()
@@ -361,6 +393,7 @@ struct SelfTest: Decodable {
     var count: FlameView
     var allFrames: FlameView
     var zoomed: Bool?
+    var changes: [FlameChange]?
   }
 
   var problems: [String]

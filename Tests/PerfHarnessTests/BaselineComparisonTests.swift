@@ -282,6 +282,30 @@ struct BaselineComparisonTests {
       !bytes.passed && (bytes.detail ?? "").contains("grew most at App.Cache.store(_:) (Cache.swift:12)"), "\(bytes)")
   }
 
+  @Test("each of the run's allocation stacks the baseline had carries the baseline's figure, by frames and category")
+  func allocationStackBaselines() throws {
+    func run(_ stacks: [(count: Int, category: String, frames: [Int])]) -> Report {
+      var run = report()
+      run.allocations?.stackFrames = [
+        .init(symbol: "swift_allocObject", module: "libswiftCore.so", isApp: false),
+        .init(symbol: "App.Cache.store(_:)", module: "App", file: "/src/Cache.swift", line: 12, isApp: true),
+        .init(symbol: "App.Router.push(_:)", module: "App", file: "/src/Router.swift", line: 40, isApp: true),
+      ]
+      run.allocations?.persistentStacks = stacks.map {
+        .init(count: $0.count, bytes: $0.count * 48, category: $0.category, frames: $0.frames)
+      }
+      return run
+    }
+    let baseline = run([(10, "App.Entry", [0, 1]), (1, "App.Screen", [0, 2]), (7, "App.Gone", [0, 2])])
+    let current = run([(2, "App.Screen", [0, 2]), (400, "App.Entry", [0, 1]), (5, "App.New", [0, 1])])
+    let comparison = BaselineComparison.compare(current, with: baseline, baselinePath: "base.json")
+    let baselines = try #require(comparison.allocationStackBaselines)
+    #expect(
+      baselines == [
+        .init(stack: 0, bytes: 48, count: 1), .init(stack: 1, bytes: 480, count: 10),
+      ], "the new stack has no baseline; the baseline's gone stack has no place in this run")
+  }
+
   @Test("a failing count names the allocation stack whose count grew most, of that type for a type's row")
   func allocationStackWhoseCountGrew() throws {
     func run(entries: Int, screens: Int) -> Report {

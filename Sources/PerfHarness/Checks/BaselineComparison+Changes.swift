@@ -24,6 +24,14 @@ extension BaselineComparison {
     public var currentCount: Int
   }
 
+  /// The baseline's live bytes and blocks at the end for one of this run's allocation stacks.
+  public struct AllocationStackBaseline: Codable, Sendable, Equatable {
+    /// Index into this run's `allocations.persistentStacks`.
+    public var stack: Int
+    public var bytes: Int
+    public var count: Int
+  }
+
   /// Functions listed, most moved first.
   static let functionChangeLimit = 15
   /// Moves smaller than this many points are sampling noise in a short run.
@@ -65,6 +73,29 @@ extension BaselineComparison {
   }
 
   /// Stacks are matched by their frames' names and lines and their category.
+  /// Each of `current`'s persistent stacks that `baseline` had too (same frames by symbol and
+  /// line, same category), with what the baseline kept live there. Stacks of `current` that
+  /// share a key share the baseline's figure: the first of them carries it (a flame graph
+  /// sums both on the same path).
+  static func allocationStackBaselines(from baseline: AllocationsReport, to current: AllocationsReport)
+    -> [AllocationStackBaseline]
+  {
+    func key(_ report: AllocationsReport, _ stack: AllocationsReport.PersistentStack) -> String {
+      report.frames(of: stack).map { "\($0.symbol)@\($0.line ?? 0)" }.joined(separator: "\n") + "\n" + stack.category
+    }
+    var before: [String: (bytes: Int, count: Int)] = [:]
+    for stack in baseline.persistentStacks ?? [] {
+      let tally = before[key(baseline, stack), default: (0, 0)]
+      before[key(baseline, stack)] = (tally.bytes + stack.bytes, tally.count + stack.count)
+    }
+    var result: [AllocationStackBaseline] = []
+    for (index, stack) in (current.persistentStacks ?? []).enumerated() {
+      guard let tally = before.removeValue(forKey: key(current, stack)) else { continue }
+      result.append(AllocationStackBaseline(stack: index, bytes: tally.bytes, count: tally.count))
+    }
+    return result
+  }
+
   static func allocationChanges(from baseline: AllocationsReport, to current: AllocationsReport)
     -> [AllocationChange]
   {

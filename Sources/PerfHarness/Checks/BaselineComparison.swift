@@ -33,6 +33,11 @@ public struct BaselineComparison: Codable, Sendable, Equatable {
   /// The allocation stacks whose live bytes at the end grew most (nil when either run kept
   /// no allocation stacks).
   public var allocationChanges: [AllocationChange]? = nil
+  /// What the baseline kept live at the end of each of this run's allocation stacks (the
+  /// same frames, by symbol and line, and category): what the HTML report's allocation flame
+  /// graph colours by against the baseline. Stacks the baseline did not have are left out
+  /// (it kept nothing there). Nil when either run kept no allocation stacks.
+  public var allocationStackBaselines: [AllocationStackBaseline]? = nil
 
   public struct Row: Codable, Sendable, Equatable {
     public var metric: String
@@ -143,6 +148,7 @@ extension BaselineComparison {
     if let base, let now, base.persistentStacks != nil, now.persistentStacks != nil {
       let grown = allocationChanges(from: base, to: now)
       comparison.allocationChanges = grown
+      comparison.allocationStackBaselines = allocationStackBaselines(from: base, to: now)
       // A byte figure that failed says where the new bytes were allocated.
       if let top = grown.first {
         for index in comparison.rows.indices

@@ -126,6 +126,13 @@ function selfTest() {
         };
       };
       result.allocationFlame = { bytes: flameView() };
+      if ($('aflame-diff')) {
+        // Each frame the differential colouring painted, and the way what lives under it moved.
+        result.allocationFlame.changes = Array.prototype.slice.call(document.querySelectorAll('#aflame g[data-change]'))
+          .map(function (g) {
+            return { title: g.querySelector('title').textContent, change: g.dataset.change };
+          }).slice(0, 500);
+      }
       $('aflame-count').click();
       result.allocationFlame.count = flameView();
       $('aflame-bytes').click();

@@ -80,6 +80,15 @@ function AllocationFlame(a) {
   this.metric = 'bytes';
   this.hideSystemLibraries = true;
   this.zoomKey = null;
+  // Against a baseline: what it kept live at each of these stacks (absent: nothing), so each
+  // frame is coloured by how much more or less lives under it now.
+  this.baselines = null;
+  var comparison = report.comparison;
+  if (comparison && Array.isArray(comparison.allocationStackBaselines)) {
+    var baselines = this.baselines = new Map();
+    comparison.allocationStackBaselines.forEach(function (b) { baselines.set(b.stack, b); });
+  }
+  this.differential = this.baselines !== null;
 }
 AllocationFlame.prototype.html = function () {
   if (!this.stacks.length) {
@@ -89,13 +98,17 @@ AllocationFlame.prototype.html = function () {
   return '<div class="toolbar"><label><input type="radio" name="aflame-metric" id="aflame-bytes" checked> ' +
     'Persistent bytes</label> <label><input type="radio" name="aflame-metric" id="aflame-count"> # Persistent' +
     '</label> <label><input type="checkbox" id="aflame-hide" checked> Hide System Libraries</label> ' +
+    (this.baselines ? '<label class="flame-diff"><input type="checkbox" id="aflame-diff" checked> Colour by the ' +
+      'change from the baseline</label> ' : '') +
     '<button id="aflame-reset" hidden>Reset zoom</button> <span class="muted">(click a frame to zoom)</span>' +
     '</div><div class="flame" id="aflame"></div>';
 };
 AllocationFlame.prototype.roots = function () {
   var self = this, top = { children: {}, order: [] };
-  this.stacks.forEach(function (stack) {
+  this.stacks.forEach(function (stack, index) {
     var weight = self.metric === 'bytes' ? stack.bytes : stack.count;
+    var base = self.baselines ? self.baselines.get(index) : null;
+    var before = base ? (self.metric === 'bytes' ? base.bytes : base.count) : 0;
     var path = stack.frames.slice().reverse().map(function (index) { return self.frames[index]; })
       .filter(function (frame) { return frame && (frame.isApp || !self.hideSystemLibraries); })
       .map(function (frame) { return { name: frame.symbol, module: frame.module, isApp: frame.isApp, kind: 'frame' }; });
@@ -107,11 +120,12 @@ AllocationFlame.prototype.roots = function () {
       if (!child) {
         child = node.children[step.name] = {
           key: key, name: step.name, module: step.module, isApp: step.isApp, kind: step.kind, total: 0,
-          children: {}, order: [],
+          baseline: 0, children: {}, order: [],
         };
         node.order.push(child);
       }
       child.total += weight;
+      child.baseline += before;
       node = child;
     });
   });
@@ -137,14 +151,41 @@ AllocationFlame.prototype.attach = function () {
     if (g) { self.zoomKey = g.dataset.key; self.draw(); }
   });
   $('aflame-reset').addEventListener('click', function () { self.zoomKey = null; self.draw(); });
+  if ($('aflame-diff')) {
+    $('aflame-diff').addEventListener('change', function (event) {
+      self.differential = event.target.checked;
+      self.draw();
+    });
+  }
   this.draw();
+};
+// Red where more lives under a frame than in the baseline, blue where less, the deeper the
+// larger the change against the largest one drawn.
+AllocationFlame.prototype.changePaint = function (roots, format) {
+  var largest = 0;
+  (function walk(rows) {
+    rows.forEach(function (row) {
+      largest = Math.max(largest, Math.abs(row.total - row.baseline));
+      walk(row.children());
+    });
+  })(roots);
+  return function (row) {
+    var change = row.total - row.baseline;
+    var note = (change > 0 ? '+' : change < 0 ? '-' : '') + format(Math.abs(change)) + ' against the baseline';
+    if (change === 0 || largest === 0) return { fill: '#e4e4e8', change: 'same', note: note };
+    var light = (92 - Math.min(1, Math.abs(change) / largest) * 40).toFixed(0);
+    return change > 0 ? { fill: 'hsl(4,80%,' + light + '%)', change: 'more', note: note }
+      : { fill: 'hsl(214,80%,' + light + '%)', change: 'less', note: note };
+  };
 };
 AllocationFlame.prototype.draw = function () {
   var roots = this.roots();
   var zoomed = this.zoomKey !== null ? findRow(roots, this.zoomKey) : null;
   $('aflame-reset').hidden = !zoomed;
   var format = this.metric === 'bytes' ? bytes : function (n) { return int(n) + ' blocks'; };
-  var drawn = icicle(zoomed ? [zoomed] : roots, $('aflame'), format, 'Allocation flame graph');
+  var top = zoomed ? [zoomed] : roots;
+  var drawn = icicle(top, $('aflame'), format, 'Allocation flame graph',
+    this.differential ? this.changePaint(top, format) : null);
   $('aflame').innerHTML = drawn.rects ? drawn.svg : '<p class="muted">Nothing to draw.</p>';
   $('aflame').dataset.rects = drawn.rects;
   $('aflame').dataset.total = drawn.total;
