@@ -30,3 +30,48 @@ public func churn(depth: Int, operations: Int, kept: inout [ChurnNode]) {
 
 /// Operations per run: at least 2 million malloc+free.
 public let churnOperations = 2_400_000
+
+/// A node of the long-lived workload's trees.
+public final class TreeNode {
+  public var left: TreeNode?
+  public var right: TreeNode?
+  public var value: Int
+  public init(_ value: Int) { self.value = value }
+}
+
+/// The workload whose blocks outlive a thread's table of young ones: `trees` binary trees of
+/// `nodes` class instances each, built breadth first and all kept until the end, with a
+/// dictionary of every hundredth node by value; returns the sum of the values (so nothing is
+/// optimized away). Everything is freed when it returns.
+@inline(never)
+public func buildTrees(trees: Int, nodes: Int) -> Int {
+  var roots: [TreeNode] = []
+  var index: [Int: TreeNode] = [:]
+  var sum = 0
+  for tree in 0..<trees {
+    let root = TreeNode(tree)
+    var level = [root]
+    var made = 1
+    while made < nodes {
+      var next: [TreeNode] = []
+      next.reserveCapacity(level.count * 2)
+      for parent in level where made < nodes {
+        let left = TreeNode(made)
+        parent.left = left
+        next.append(left)
+        made += 1
+        if made % 100 == 0 { index[made + tree * nodes] = left }
+        guard made < nodes else { break }
+        let right = TreeNode(made)
+        parent.right = right
+        next.append(right)
+        made += 1
+      }
+      level = next
+    }
+    roots.append(root)
+  }
+  for node in index.values { sum &+= node.value }
+  withExtendedLifetime(roots) {}
+  return sum
+}
