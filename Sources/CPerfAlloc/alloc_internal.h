@@ -8,7 +8,8 @@
 
 // The Allocations instrument's malloc interposer: definitions of the malloc family in
 // the executable catch every library's calls (docs/design.md, "Measured facts"). Only the
-// parts that must be C live here: the hooks, their mmap-backed tables, the snapshot.
+// parts that must be C live in this target: the hooks, their mmap-backed tables, the
+// snapshot (docs/design.md, "The C targets", lists its files).
 #include "CPerfAlloc.h"
 
 #include "CPerfSupport.h"

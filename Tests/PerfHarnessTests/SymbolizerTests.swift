@@ -44,8 +44,8 @@ struct SymbolizerTests {
   /// build) or by a full path (a user's package depending on it).
   @Test(
     arguments: [
-      ("Sources/CPerfAlloc/alloc.c", "CPerfAlloc", false),
-      ("/home/me/app/.build/checkouts/perfharness/Sources/CPerfSampler/sampler.c", "CPerfSampler", false),
+      ("Sources/CPerfAlloc/hooks.c", "CPerfAlloc", false),
+      ("/home/me/app/.build/checkouts/perfharness/Sources/CPerfSampler/handler.c", "CPerfSampler", false),
       ("Sources/CLibOfTheApp/lib.c", "app", true),
     ])
   func harnessCFramesAreNotAppCode(file: String, module: String, isApp: Bool) {

@@ -37,7 +37,7 @@ struct SymbolizedFrame: Sendable, Hashable {
   }
 
   /// The harness's C target this frame's source belongs to, e.g. `CPerfAlloc`. Debug info
-  /// names a package's own sources relative to the package (`Sources/CPerfAlloc/alloc.c`)
+  /// names a package's own sources relative to the package (`Sources/CPerfAlloc/hooks.c`)
   /// and a dependency's by their full path.
   var harnessCTarget: String? {
     guard let file, let range = file.range(of: "Sources/CPerf"),
