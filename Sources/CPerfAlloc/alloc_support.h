@@ -7,15 +7,10 @@
 #include "alloc_internal.h"
 #include "CPerfSupport.h"
 
-static inline void *mapBytes(size_t bytes) {
-  void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  return p == MAP_FAILED ? NULL : p;
-}
+// The tables are sized for the worst case and mostly never touched: no swap accounting.
+static inline void *mapBytes(size_t bytes) { return CPerfSupport_mapAnonymous(bytes, true); }
 
-static inline size_t pageRound(size_t bytes) {
-  size_t page = 4096;
-  return (bytes + page - 1) & ~(page - 1);
-}
+static inline size_t pageRound(size_t bytes) { return (size_t)CPerfSupport_pageRound(bytes); }
 
 // In alloc_support.c: sets t_stackLo and t_stackHi (alloc_internal.h) for `sp`.
 ALLOC_HIDDEN void lookUpStackBounds(uintptr_t sp);

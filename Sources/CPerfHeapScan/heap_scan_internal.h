@@ -5,6 +5,7 @@
 #include "heap_scan_namespace.h"
 
 #include "CPerfHeapScan.h"
+#include "CPerfSupportInline.h"
 
 #include <stdint.h>
 #include <sys/mman.h>
@@ -22,13 +23,9 @@
 // MARK: - mmap'd buffers (buffers.c): the scan runs while other threads are parked,
 // maybe inside malloc, so it never calls malloc.
 
-static inline void *map_bytes(uint64_t bytes) {
-  if (bytes == 0) bytes = 1;
-  void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  return p == MAP_FAILED ? NULL : p;
-}
+static inline void *map_bytes(uint64_t bytes) { return CPerfSupport_mapAnonymous(bytes, false); }
 
-static inline uint64_t round_page(uint64_t bytes) { return (bytes + 4095) & ~4095ull; }
+static inline uint64_t round_page(uint64_t bytes) { return CPerfSupport_pageRound(bytes); }
 
 typedef struct {
   void *data;

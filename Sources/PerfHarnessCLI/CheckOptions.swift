@@ -45,10 +45,7 @@ struct CheckOptions: ParsableArguments {
   static func value(of limit: Limit) -> @Sendable (String) throws -> Limit.Value {
     { text in
       guard let value = limit.parse(text) else {
-        throw ValidationError(
-          limit.form == .typeCounts
-            ? "'\(text)' is not TYPE=N; accepted: \(limit.form.accepted)"
-            : "'\(text)' is not a \(limit.form.noun); accepted: \(limit.form.accepted)")
+        throw ValidationError(limit.rejection(of: text))
       }
       return value
     }

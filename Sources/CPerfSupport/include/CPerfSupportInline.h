@@ -7,6 +7,7 @@
 
 #include <sched.h>
 #include <stdatomic.h>
+#include <sys/mman.h>
 #include <time.h>
 
 /// CLOCK_MONOTONIC in nanoseconds (vDSO: async-signal-safe).
@@ -35,6 +36,18 @@ static inline void CPerfSupport_spinLock(CPerfSupport_SpinLock *lock) {
 static inline void CPerfSupport_spinUnlock(CPerfSupport_SpinLock *lock) {
   atomic_store_explicit(lock, 0, memory_order_release);
 }
+
+/// Anonymous read-write memory, zero-filled, or NULL: the recorders' tables and the scan's
+/// buffers, which must not come from malloc (its hooks, or a heap other threads hold locked).
+/// `noReserve`: no swap accounting, for tables sized for the worst case and mostly untouched.
+static inline void *CPerfSupport_mapAnonymous(uint64_t bytes, bool noReserve) {
+  if (bytes == 0) bytes = 1;
+  void *p =
+      mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | (noReserve ? MAP_NORESERVE : 0), -1, 0);
+  return p == MAP_FAILED ? NULL : p;
+}
+
+static inline uint64_t CPerfSupport_pageRound(uint64_t bytes) { return (bytes + 4095) & ~4095ull; }
 
 /// Fills `error` (if any) and returns `code`.
 static inline int32_t CPerfSupport_fail(CPerfSupport_Error *error, int32_t code, const char *call, int sysErrno) {

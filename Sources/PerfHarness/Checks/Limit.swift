@@ -75,6 +75,13 @@ public struct Limit: Sendable {
     }
   }
 
+  /// Why `text` is no value of this limit, naming the accepted forms (for a flag or a file).
+  public func rejection(of text: String) -> String {
+    form == .typeCounts
+      ? "'\(text)' is not TYPE=N; accepted: \(form.accepted)"
+      : "'\(text)' is not a \(form.noun); accepted: \(form.accepted)"
+  }
+
   /// Sets this limit to `value` directly.
   public func set(_ value: Value, in thresholds: inout Thresholds) { store(&thresholds, value) }
 

@@ -70,8 +70,7 @@ extension Thresholds {
       }
       guard limit.form == .typeCounts else {
         guard let text = value.scalar?.string, let parsed = limit.parse(text) else {
-          throw fail(
-            "'\(value.scalar?.string ?? "…")' is not a \(limit.form.noun); accepted: \(limit.form.accepted)")
+          throw fail(limit.rejection(of: value.scalar?.string ?? "…"))
         }
         limit.set(parsed, in: &thresholds)
         continue

@@ -39,7 +39,8 @@ public struct ReportExport: Sendable {
       return [("profile.pb.gz", Pprof.cpuProfile(profile))]
     },
     ReportExport(kind: .folded) { report in
-      guard let allocations = report.allocations, Pprof.heapProfile(allocations) != nil else { return [] }
+      // Allocation stacks exist (as for heap.pb.gz): without them there is nothing to fold.
+      guard let allocations = report.allocations, allocations.persistentStacks != nil else { return [] }
       return [("allocations.folded", Data(AllocationsFolded.render(allocations).utf8))]
     },
     ReportExport(kind: .pprof) { report in
