@@ -9,6 +9,9 @@ let package = Package(
     // What a user's own package depends on to declare scenarios and get the same CLI.
     .library(name: "PerfHarness", targets: ["PerfHarness", "PerfReports", "PerfHarnessCLI"]),
     .library(name: "PhotoSearch", targets: ["PhotoSearch"]),
+    // What `perfharness record -- CMD` preloads into an unmodified program (LD_PRELOAD):
+    // the same recorder, as a shared library.
+    .library(name: "PerfHarnessPreload", type: .dynamic, targets: ["PerfHarnessPreload"]),
   ],
   dependencies: [
     .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -40,6 +43,9 @@ let package = Package(
     .target(name: "CPerfHeapScan", dependencies: ["CPerfSupport"], cSettings: [.define("_GNU_SOURCE")]),
     // The scenario child's crash handler: a dying scenario still hands over its partial report.
     .target(name: "CPerfCrash", cSettings: [.define("_GNU_SOURCE")]),
+    // The preloaded recorder's constructor, destructor and generation marks (a timer,
+    // SIGUSR2, the program's own perfharness_mark call).
+    .target(name: "CPerfPreload", dependencies: ["CPerfSampler", "CPerfCrash"], cSettings: [.define("_GNU_SOURCE")]),
     .target(
       name: "CPerfSymbols",
       cSettings: [.define("_GNU_SOURCE")],
@@ -58,6 +64,8 @@ let package = Package(
     .target(
       name: "PerfReports", dependencies: ["PerfHarness", .product(name: "Mustache", package: "swift-mustache")],
       exclude: ["Schema"], resources: [.embedInCode("HTML/Resources")]),
+    // The recorder of `perfharness record`, built into libPerfHarnessPreload.so.
+    .target(name: "PerfHarnessPreload", dependencies: ["PerfHarness", "PerfReports", "CPerfPreload"]),
     // The command line, as a library so a user's own executable gets the same CLI.
     .target(
       name: "PerfHarnessCLI",
@@ -105,6 +113,10 @@ let package = Package(
     .executableTarget(
       name: "photosearch-outputs", dependencies: ["PerfHarnessCLI", "PerfHarness", "PhotoSearch"],
       path: "Tests/Fixtures/PhotoSearchOutputs"),
+
+    // Programs that know nothing of perfharness, for `perfharness record`'s tests.
+    .executableTarget(name: "record-target-swift", path: "Tests/Fixtures/RecordTargetSwift"),
+    .executableTarget(name: "record-target-c", path: "Tests/Fixtures/RecordTargetC"),
 
     // The sample app (a headless model of the Instruments tutorial's app) and its scenarios.
     .target(name: "PhotoSearch"),

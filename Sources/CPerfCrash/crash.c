@@ -99,13 +99,13 @@ static void handler(int sig, siginfo_t *info, void *context) {
   errno = savedErrno;
 }
 
-int32_t CPerfCrash_arm(int32_t stopSignal, int64_t handlerWaitMs) {
+int32_t CPerfCrash_arm(int32_t stopSignal, int64_t handlerWaitMs, int32_t interrupts) {
   if (atomic_load(&g_state) != Idle) return EBUSY;
   g_stopSignal = stopSignal;
   g_handlerWaitMs = handlerWaitMs;
   g_signalCount = 0;
   for (int i = 0; i < FatalCount; i++) g_signals[g_signalCount++] = k_fatal[i];
-  for (int i = 0; i < InterruptCount; i++) {
+  for (int i = 0; interrupts && i < InterruptCount; i++) {
     // Ignored, it would be ignored again after the report, and the scenario would go on.
     struct sigaction current;
     if (sigaction(k_interrupts[i], NULL, &current) == 0 && current.sa_handler != SIG_IGN)

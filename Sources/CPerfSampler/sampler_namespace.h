@@ -50,6 +50,7 @@
 #define g_threadCapacity         cperf_sampler_g_threadCapacity
 #define g_threadCount            cperf_sampler_g_threadCount
 #define g_threads                cperf_sampler_g_threads
+#define g_ignoredTids            cperf_sampler_g_ignoredTids
 #define g_tickerTid              cperf_sampler_g_tickerTid
 #define g_timerFailures          cperf_sampler_g_timerFailures
 #define install_handler          cperf_sampler_install_handler

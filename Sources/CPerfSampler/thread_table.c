@@ -29,6 +29,7 @@ SAMPLER_HIDDEN _Atomic uint64_t g_timerFailures;
 // errno of the first refused perf_event_open this session (0: none): the reason threads
 // were given timers instead.
 SAMPLER_HIDDEN int g_perfErrno;
+SAMPLER_HIDDEN _Atomic pid_t g_ignoredTids[IGNORED_THREADS_MAX];  // CPerfSampler_ignoreThread's; 0: free
 SAMPLER_HIDDEN _Atomic pid_t g_tickerTid;  // the wall clock's ticker thread while it runs, else 0
 SAMPLER_HIDDEN _Atomic bool g_tableOpen;   // threads may be added (start to stop), under g_tableLock
 SAMPLER_HIDDEN bool g_perfRefused;         // perf_event_open is refused outright: timers from here on
@@ -237,6 +238,13 @@ static ThreadEntry *add_thread(pid_t tid, bool bornDuring) {
 // Arms every thread not seen before; deletes the timers of threads that are gone, so a
 // recycled tid is treated as a new thread.
 // Returns whether a thread appeared or went.
+static bool is_ignored(pid_t tid) {
+  for (int i = 0; i < IGNORED_THREADS_MAX; i++) {
+    if (atomic_load_explicit(&g_ignoredTids[i], memory_order_relaxed) == tid) return true;
+  }
+  return false;
+}
+
 SAMPLER_HIDDEN bool scan(pid_t exclude) {
   DIR *dir = opendir("/proc/self/task");
   if (!dir) return false;
@@ -247,7 +255,9 @@ SAMPLER_HIDDEN bool scan(pid_t exclude) {
   while ((item = readdir(dir)) != NULL) {
     if (item->d_name[0] < '0' || item->d_name[0] > '9') continue;
     pid_t tid = (pid_t)strtol(item->d_name, NULL, 10);
-    if (tid <= 0 || tid == exclude || tid == atomic_load_explicit(&g_tickerTid, memory_order_relaxed)) continue;
+    if (tid <= 0 || tid == exclude || tid == atomic_load_explicit(&g_tickerTid, memory_order_relaxed) ||
+        is_ignored(tid))
+      continue;
     ThreadEntry *entry = find_live(tid);
     ThreadEntry *ending = entry ? NULL : find_lingering(tid);
     if (ending) {
@@ -348,4 +358,19 @@ void sampler_thread_ended(const char name[16], uint64_t cpuNs, bool blocksSignal
     entry->record = -1;
   }
   pthread_mutex_unlock(&g_tableLock);
+}
+
+int32_t CPerfSampler_ignoreThread(int32_t tid) {
+  for (int i = 0; i < IGNORED_THREADS_MAX; i++) {
+    pid_t expected = 0;
+    if (atomic_compare_exchange_strong(&g_ignoredTids[i], &expected, (pid_t)tid)) return 0;
+  }
+  return -1;
+}
+
+void CPerfSampler_unignoreThread(int32_t tid) {
+  for (int i = 0; i < IGNORED_THREADS_MAX; i++) {
+    pid_t expected = (pid_t)tid;
+    atomic_compare_exchange_strong(&g_ignoredTids[i], &expected, 0);
+  }
 }

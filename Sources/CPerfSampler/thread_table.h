@@ -45,7 +45,9 @@ extern SAMPLER_HIDDEN size_t g_threadCount;
 extern SAMPLER_HIDDEN size_t g_threadCapacity;
 extern SAMPLER_HIDDEN uint64_t g_scanMark;
 extern SAMPLER_HIDDEN _Atomic uint64_t g_timerFailures;
-extern SAMPLER_HIDDEN int g_perfErrno;            // the first refused perf_event_open's errno this session
+extern SAMPLER_HIDDEN int g_perfErrno;  // the first refused perf_event_open's errno this session
+enum { IGNORED_THREADS_MAX = 4 };
+extern SAMPLER_HIDDEN _Atomic pid_t g_ignoredTids[IGNORED_THREADS_MAX];  // CPerfSampler_ignoreThread's; 0: free
 extern SAMPLER_HIDDEN _Atomic pid_t g_tickerTid;  // the wall clock's ticker thread while it runs, else 0
 extern SAMPLER_HIDDEN _Atomic bool g_tableOpen;   // threads may be added (start to stop), under g_tableLock
 extern SAMPLER_HIDDEN bool g_perfRefused;         // perf_event_open is refused outright: timers from here on

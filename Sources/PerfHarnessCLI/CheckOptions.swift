@@ -71,7 +71,13 @@ struct CheckOptions: ParsableArguments {
 
   /// The thresholds for `scenario`: its file (if any) overridden by the flags.
   func thresholds(for scenario: Scenario) throws -> Thresholds {
-    let path = URL(fileURLWithPath: thresholds).appendingPathComponent("\(scenario.name).yaml").path
+    try thresholds(named: scenario.name)
+  }
+
+  /// The thresholds for the scenario or recorded program `name`: `<name>.yaml` (if any)
+  /// overridden by the flags.
+  func thresholds(named name: String) throws -> Thresholds {
+    let path = URL(fileURLWithPath: thresholds).appendingPathComponent("\(name).yaml").path
     let fromFile: Thresholds
     if FileManager.default.fileExists(atPath: path) {
       do {

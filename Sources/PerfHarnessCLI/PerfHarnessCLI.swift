@@ -46,7 +46,7 @@ struct PerfHarnessCommand: ParsableCommand {
       SIGINT/SIGTERM (an interrupted report is still written).
       """,
     version: PerfHarnessVersion.current,
-    subcommands: [ListCommand.self, ScenarioCommand.self, ReportCommand.self, CompareCommand.self])
+    subcommands: [ListCommand.self, ScenarioCommand.self, RecordCommand.self, ReportCommand.self, CompareCommand.self])
 }
 
 /// Exit codes of the contract (docs/design.md, "Exit codes").

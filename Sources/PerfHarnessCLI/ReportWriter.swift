@@ -15,9 +15,15 @@ struct ReportWriter {
         "cannot write the report: '\(name)' is not a valid scenario or variant name (lowercase letters, digits and '-')"
       )
     }
-    let folder = URL(fileURLWithPath: directory)
-      .appendingPathComponent(report.scenario.name)
-      .appendingPathComponent(report.scenario.variant)
+    return try write(
+      report,
+      to: URL(fileURLWithPath: directory).appendingPathComponent(report.scenario.name)
+        .appendingPathComponent(report.scenario.variant))
+  }
+
+  /// Writes into `folder` itself (a recorded program's reports have no variant folder).
+  /// - Returns: the path of the JSON report.
+  func write(_ report: Report, to folder: URL) throws -> String {
     let file = folder.appendingPathComponent("report.json")
     do {
       try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
@@ -115,11 +121,15 @@ final class ReportFolder {
 
   /// - Throws: `HarnessError` naming the folder when another run holds it or it cannot be
   ///   created or emptied.
-  init(directory: String, scenario: String, variant: String) throws {
+  convenience init(directory: String, scenario: String, variant: String) throws {
     for name in [scenario, variant] where !Scenario.isValidName(name) {
       throw HarnessError("'\(name)' is not a valid scenario or variant name (lowercase letters, digits and '-')")
     }
-    url = URL(fileURLWithPath: directory).appendingPathComponent(scenario).appendingPathComponent(variant)
+    try self.init(url: URL(fileURLWithPath: directory).appendingPathComponent(scenario).appendingPathComponent(variant))
+  }
+
+  init(url: URL) throws {
+    self.url = url
     do {
       try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
     } catch {

@@ -2,53 +2,28 @@ import ArgumentParser
 import Foundation
 import PerfHarness
 
-extension SamplingClock: ExpressibleByArgument {}
-
-enum OutputFormat: String, ExpressibleByArgument, CaseIterable {
-  case text, json
-  /// GitHub-flavoured markdown for a pull request ($GITHUB_STEP_SUMMARY or a comment).
-  case markdown
-}
-
+/// The options of `scenario`: the shared recording options and what only a scenario has.
 struct ScenarioOptions: ParsableArguments {
+  @OptionGroup var recording: RecordingOptions
+
+  /// nil when `--instruments` was not given: each scenario then records its own.
+  var instruments: Set<Instrument>? {
+    get { recording.instruments }
+    set { recording.instruments = newValue }
+  }
+  var output: String { recording.output }
+  var format: OutputFormat { recording.format }
+
   @Option(help: "starter (the tutorial's starting point, default) or fixed.")
   var variant: String?
 
   @Option(help: "How many times the scenario repeats its core step (a positive integer).")
   var iterations: Int?
 
-  @Option(
-    help: ArgumentHelp(
-      "Comma-separated instruments: time, allocations, leaks, or none (default: what each scenario declares; see 'list').",
-      valueName: "list"),
-    transform: parseInstruments)
-  /// nil when `--instruments` was not given: each scenario then records its own.
-  var instruments: Set<Instrument>?
-
-  @Option(
-    name: .customLong("sample-rate"),
-    help: ArgumentHelp(
-      "Time Profiler samples per second per thread (\(RecordingConfiguration.sampleRates.lowerBound)-\(RecordingConfiguration.sampleRates.upperBound)).",
-      valueName: "hz"))
-  var sampleRate: Int = RecordingConfiguration.defaultSampleRateHz
-
-  @Option(help: "Time Profiler clock: cpu (CPU time of each thread, default) or wall (also samples blocked threads).")
-  var clock: SamplingClock = .cpu
-
   @Flag(
     name: .customLong("memory-warning"),
     help: "Simulate a memory warning when the scenario ends, then mark a generation.")
   var memoryWarning = false
-
-  @Flag(
-    name: .customLong("leak-check-at-marks"),
-    help: "With the leaks instrument: build the memory graph at every generation mark too (leaks.checks).")
-  var leakCheckAtMarks = false
-
-  @Flag(
-    name: .customLong("no-allocation-stacks"),
-    help: "Record allocation types and counts only, without stacks (cheaper).")
-  var noAllocationStacks = false
 
   @Option(help: ArgumentHelp("Kill a scenario that runs longer than this many seconds (exit 3).", valueName: "seconds"))
   var timeout: Int = 600
@@ -65,20 +40,6 @@ struct ScenarioOptions: ParsableArguments {
   @Option(name: .customLong("child-configuration"), help: .hidden)
   var childConfiguration: String?
 
-  @Option(
-    help: ArgumentHelp(
-      "Leak suppressions: lines of type:<glob> or stack:<glob>, # comments (LSan-style).", valueName: "file"))
-  var suppressions: String?
-
-  @Option(help: ArgumentHelp("Directory the reports are written under.", valueName: "dir"))
-  var output: String = "Reports"
-
-  @Option(
-    help:
-      "text (a summary per scenario), json (one report per line) or markdown (for a pull request or $GITHUB_STEP_SUMMARY)."
-  )
-  var format: OutputFormat = .text
-
   func validate(for scenarios: [Scenario]) throws {
     if let variant {
       for scenario in scenarios where !scenario.variants.map(\.rawValue).contains(variant) {
@@ -94,57 +55,8 @@ struct ScenarioOptions: ParsableArguments {
       throw ValidationError("--timeout must be between 1 and 86400 seconds, got \(timeout)")
     }
     // Without --instruments each scenario records what it declares.
-    let lacking = instruments == nil ? scenarios.filter { !$0.instruments.contains(.leaks) }.map(\.name) : []
-    if leakCheckAtMarks && (instruments.map { !$0.contains(.leaks) } ?? !lacking.isEmpty) {
-      let which = lacking.isEmpty ? "" : " (not declared by \(lacking.joined(separator: ", ")))"
-      throw ValidationError(
-        "--leak-check-at-marks needs the leaks instrument\(which): add leaks to --instruments (e.g. --instruments allocations,leaks)"
-      )
-    }
-    _ = try parsedSuppressions()
-    do {
-      try recordingConfiguration.validate(names: ["sampleRateHz": "--sample-rate"])
-    } catch {
-      throw ValidationError(error.description)
-    }
-  }
-
-  func parsedSuppressions() throws -> LeakSuppressions {
-    guard let suppressions else { return .none }
-    let text: String
-    do {
-      text = String(decoding: try BoundedFile.read(suppressions, limit: BoundedFile.settingsLimit), as: UTF8.self)
-    } catch let error as BoundedFile.TooLarge {
-      throw ValidationError("--suppressions: \(error)")
-    } catch {
-      throw ValidationError("--suppressions: cannot read \(suppressions): \(error.localizedDescription)")
-    }
-    do {
-      return try LeakSuppressions(parsing: text)
-    } catch {
-      throw ValidationError("--suppressions \(suppressions): \(error)")
-    }
-  }
-
-  /// `--instruments`: a comma-separated list of instruments, or none.
-  static func parseInstruments(_ text: String) throws -> Set<Instrument> {
-    if text == "none" { return [] }
-    var result: [Instrument] = []
-    for name in text.split(separator: ",", omittingEmptySubsequences: false) {
-      let trimmed = name.trimmingCharacters(in: .whitespaces)
-      guard let instrument = Instrument(rawValue: trimmed) else {
-        throw ValidationError(
-          "unknown instrument '\(trimmed)' in --instruments; accepted: \(Instrument.allCases.map(\.rawValue).joined(separator: ", ")), comma-separated"
-        )
-      }
-      result.append(instrument)
-    }
-    for instrument in result where !Instrument.available.contains(instrument) {
-      throw ValidationError(
-        "instrument '\(instrument.rawValue)' is not in this build yet; available: \(Instrument.available.map(\.rawValue).joined(separator: ", "))"
-      )
-    }
-    return Set(result)
+    try recording.validate(
+      lackingLeaks: instruments == nil ? scenarios.filter { !$0.instruments.contains(.leaks) }.map(\.name) : [])
   }
 
   /// What the options ask to record. In a scenario's child process, the parent's
@@ -160,13 +72,5 @@ struct ScenarioOptions: ParsableArguments {
     }
   }
 
-  var recordingConfiguration: RecordingConfiguration {
-    var configuration = RecordingConfiguration(
-      instruments: instruments ?? Set(Instrument.defaults), sampleRateHz: sampleRate,
-      clock: clock,
-      memoryWarningAtEnd: memoryWarning, allocationStacks: !noAllocationStacks,
-      leakSuppressions: (try? parsedSuppressions()) ?? .none)
-    configuration.leakCheckAtMarks = leakCheckAtMarks
-    return configuration
-  }
+  var recordingConfiguration: RecordingConfiguration { recording.configuration(memoryWarningAtEnd: memoryWarning) }
 }

@@ -83,7 +83,7 @@ final class CrashReporter: ScenarioInterruptions {
   }
 
   func scenarioWillStart(_ partialReport: PartialReport) {
-    let armed = CPerfCrash_arm(ScenarioProcess.stopSignal, ScenarioProcess.reportWaitMilliseconds)
+    let armed = CPerfCrash_arm(ScenarioProcess.stopSignal, ScenarioProcess.reportWaitMilliseconds, 1)
     guard armed == 0 else {
       FileHandle.standardError.write(
         Data(

@@ -1,6 +1,7 @@
 // CPerfCrash: keeps a dying scenario process alive long enough to write its partial report.
 //
-// The scenario child arms it around the scenario's body:
+// The scenario child arms it around the scenario's body (the preloaded recorder of
+// `perfharness record`, around the whole program):
 //   CPerfCrash_arm -> a reporter thread blocks in CPerfCrash_waitForSignal -> a fatal
 //   signal (or the harness's stop signal) parks the signalled thread in the handler and
 //   wakes the reporter -> the reporter writes what was recorded -> CPerfCrash_reportDone
@@ -22,7 +23,9 @@ extern "C" {
 /// most `handlerWaitMs` for the report. Returns 0, or errno of the failing sigaction
 /// (nothing is left installed then). One arming at a time per process. The calling
 /// thread (the main thread) gets those signals unblocked until CPerfCrash_release.
-int32_t CPerfCrash_arm(int32_t stopSignal, int64_t handlerWaitMs);
+/// With `interrupts` 0, SIGINT and SIGTERM are left alone (the preloaded recorder ends a
+/// program through exit() on those, with a whole report).
+int32_t CPerfCrash_arm(int32_t stopSignal, int64_t handlerWaitMs, int32_t interrupts);
 
 /// For the reporter thread: blocks until a handled signal arrives (returns it, and the
 /// thread that took it in *tid) or CPerfCrash_disarm is called (returns 0). The calling

@@ -133,6 +133,13 @@ int32_t CPerfSampler_stop(CPerfSampler_Error *error);
 /// recording (setting up the other instruments, a leak check), which is not the program's.
 void CPerfSampler_setMuted(int32_t muted);
 
+/// A thread of the harness's own that the sampler never arms or reports (the preloaded
+/// recorder's marker and crash-reporter threads), for every session until unignored.
+/// The thread must not have been started through the pthread_create interposer, which
+/// arms at birth. Returns 0, or -1 when four threads are ignored already.
+int32_t CPerfSampler_ignoreThread(int32_t tid);
+void CPerfSampler_unignoreThread(int32_t tid);
+
 /// Valid only between stop and release.
 void CPerfSampler_stats(CPerfSampler_Stats *stats);
 const uint8_t *CPerfSampler_arena(void);

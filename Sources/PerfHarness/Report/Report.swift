@@ -29,6 +29,9 @@ public struct Report: Codable, Sendable {
   /// for a run nobody judged (the key's values are a contract); this key says that
   /// `passed` then means only "ran to the end". nil in reports written before the key.
   public var checked: Bool? = nil
+  /// The program `perfharness record` ran, when the run recorded an unmodified executable
+  /// rather than a scenario.
+  public var program: ProgramInfo? = nil
 
   public static let currentSchemaVersion = 1
 
@@ -42,6 +45,52 @@ public struct Report: Codable, Sendable {
     public var variant: String
     public var iterations: Int
     public var instruments: [Instrument]
+  }
+}
+
+/// An unmodified program recorded by `perfharness record`, and how it ended.
+public struct ProgramInfo: Codable, Sendable {
+  /// The executable's path, as run.
+  public var executable: String
+  public var arguments: [String]
+  public var pid: Int
+  /// Its exit status, when it exited.
+  public var exitStatus: Int?
+  /// The signal that ended it (`SIGSEGV`); for SIGINT and SIGTERM, which the recorder turns
+  /// into an exit so the report is still written, also set beside `exitStatus`.
+  public var signal: String?
+  /// Processes it started that exec'd a dynamically linked program, each recorded in a
+  /// report of its own.
+  public var children: [Child]?
+
+  public init(executable: String, arguments: [String], pid: Int) {
+    self.executable = executable
+    self.arguments = arguments
+    self.pid = pid
+  }
+
+  /// How it ended, in words: "exit status 0", "SIGSEGV", "SIGTERM (exit status 143)".
+  public var ending: String {
+    switch (exitStatus, signal) {
+    case (let status?, let signal?): return "\(signal) (exit status \(status))"
+    case (let status?, nil): return "exit status \(status)"
+    case (nil, let signal?): return signal
+    case (nil, nil): return "still running"
+    }
+  }
+
+  /// A process the program started, recorded separately.
+  public struct Child: Codable, Sendable {
+    public var pid: Int
+    public var executable: String
+    /// The child's report folder, relative to the program's.
+    public var report: String
+
+    public init(pid: Int, executable: String, report: String) {
+      self.pid = pid
+      self.executable = executable
+      self.report = report
+    }
   }
 }
 

@@ -13,6 +13,13 @@ public enum RunSummaryText {
     if let error = report.error {
       lines.append("  error: \(error)")
     }
+    if let program = report.program {
+      lines.append(
+        "  program: " + ([program.executable] + program.arguments).joined(separator: " ") + ", " + program.ending)
+      for child in program.children ?? [] {
+        lines.append("  child process \(child.pid) \(child.executable): \(child.report)")
+      }
+    }
     lines.append(FindingsText.render(Findings.of(report)).trimmingCharacters(in: .newlines))
     if !report.steps.isEmpty {
       let width = max(4, report.steps.map(\.name.count).max() ?? 0)

@@ -1,0 +1,142 @@
+import CPerfAlloc
+import Foundation
+
+/// The recording of a whole unmodified process, for `perfharness record -- CMD`: the
+/// preloaded recorder starts it in its constructor, before the program's `main`, marks
+/// generations on a timer, a signal or the program's own call, and finishes it in its
+/// destructor, after the program's `exit` handlers.
+///
+/// The same instruments as a scenario's, on the same `Recording`. That class is the main
+/// actor's, but in a preloaded process the main actor belongs to the program: every call
+/// here is serialized by `lock` instead, and nothing else reaches the recording.
+public final class ProgramRecording: @unchecked Sendable {
+  /// What the harness hands the preloaded recorder, as JSON in the file this
+  /// environment variable names.
+  public static let settingsEnvironmentKey = "PERFHARNESS_RECORD"
+
+  /// The preloaded recorder's settings: one file for the whole process tree, since every
+  /// process that loads the recorder (the program and what it execs) reads the same.
+  public struct Settings: Codable, Sendable, Equatable {
+    public var configuration: RecordingConfiguration
+    /// Each recorded process writes its report here as `<pid>.json`.
+    public var resultDirectory: String
+    /// Mark a generation this often, when set.
+    public var markEverySeconds: Double?
+
+    public init(configuration: RecordingConfiguration, resultDirectory: String, markEverySeconds: Double? = nil) {
+      self.configuration = configuration
+      self.resultDirectory = resultDirectory
+      self.markEverySeconds = markEverySeconds
+    }
+  }
+
+  private let lock = NSLock()
+  private let recording: Recording
+  private let configuration: RecordingConfiguration
+  private let start = ContinuousClock.now
+  private var finished = false
+
+  /// Starts every configured instrument.
+  public init(configuration: RecordingConfiguration) throws {
+    self.configuration = configuration
+    recording = Self.onRecording { Recording(configuration: configuration) }
+    let started: Result<Void, any Error> = Self.onRecording { [recording] in Result { try recording.start() } }
+    try started.get()
+  }
+
+  /// Marks a generation: memory allocated from here to the next mark belongs to it. After
+  /// `finish` it does nothing.
+  public func markGeneration(_ label: String) {
+    lock.withLock {
+      guard !finished else { return }
+      let copy = AllocationRecorder.harnessCopy(label)
+      Self.onRecording { [recording] in recording.markGeneration(label: copy) }
+    }
+  }
+
+  /// Ends every instrument (with the leak scan, which parks the program's other threads)
+  /// and builds the report.
+  /// - Parameter program: what the report says of the program, built as the harness's work
+  ///   (what it allocates is neither counted nor leaked).
+  public func finish(program describe: () -> ProgramInfo) -> Report {
+    lock.withLock {
+      finished = true
+      // From here on the harness's work, not the program's.
+      let previous = CPerfAlloc_setIgnoringAllocations(1)
+      defer { _ = CPerfAlloc_setIgnoringAllocations(previous) }
+      let program = describe()
+      Self.onRecording { [recording] in recording.finish() }
+      return report(status: .passed, error: nil, program: program)
+    }
+  }
+
+  /// Ends every instrument in a process a fatal signal is ending, without the leak scan
+  /// (the thread that took the signal cannot be parked and read), and builds the report
+  /// so far. nil when the recording stays busy (the signal landed in a mark) for a second.
+  public func finishAfterCrash(error: String, program describe: () -> ProgramInfo) -> Report? {
+    guard lock.lock(before: Date(timeIntervalSinceNow: 1)) else { return nil }
+    defer { lock.unlock() }
+    finished = true
+    let previous = CPerfAlloc_setIgnoringAllocations(1)
+    defer { _ = CPerfAlloc_setIgnoringAllocations(previous) }
+    let program = describe()
+    Self.onRecording { [recording] in recording.finishAfterCrash() }
+    return report(status: .crashed, error: error, program: program)
+  }
+
+  /// The report of the finished recording. Call under `lock`.
+  private func report(status: RunStatus, error: String?, program: ProgramInfo) -> Report {
+    Self.onRecording { [recording, configuration, start] in
+      var failure = error
+      var timeProfile: TimeProfileReport?
+      var allocations: AllocationsReport?
+      var leaks: LeaksReport?
+      do {
+        timeProfile = try recording.timeProfileReport()
+        allocations = try recording.allocationsReport()
+        leaks = try recording.leaksReport()
+      } catch {
+        failure = [failure, "the recording could not be symbolized: \(error)"].compactMap { $0 }.joined(separator: "; ")
+      }
+      var report = Report(
+        schemaVersion: Report.currentSchemaVersion,
+        tool: .init(name: "perfharness", version: PerfHarnessVersion.current),
+        environment: .current(),
+        scenario: .init(
+          name: Self.reportName(forExecutable: program.executable), variant: Self.variant, iterations: 1,
+          instruments: Instrument.allCases.filter(configuration.instruments.contains)),
+        status: status, error: failure, wallTimeMilliseconds: (ContinuousClock.now - start).milliseconds,
+        steps: [], marks: recording.marks, checks: [], timeProfile: timeProfile, allocations: allocations,
+        leaks: leaks, crash: nil)
+      report.program = program
+      return report
+    }
+  }
+
+  /// The variant of every recorded program's report: a program has no variants.
+  public static let variant = "record"
+
+  /// A report name for an executable: its file name in the characters a scenario name
+  /// takes (lowercase letters, digits and '-'), so reports and baselines find each other.
+  public static func reportName(forExecutable path: String) -> String {
+    let file = path.split(separator: "/").last.map(String.init) ?? path
+    var name = ""
+    for scalar in file.lowercased().unicodeScalars {
+      let keep = ("a"..."z").contains(scalar) || ("0"..."9").contains(scalar)
+      if keep {
+        name.unicodeScalars.append(scalar)
+      } else if !name.isEmpty && !name.hasSuffix("-") {
+        name += "-"
+      }
+    }
+    while name.hasSuffix("-") { name.removeLast() }
+    return name.isEmpty ? "program" : name
+  }
+
+  /// Runs the main actor's code of `Recording` on the calling thread; sound because `lock`
+  /// (or construction) keeps every other caller out.
+  private static func onRecording<Value>(_ body: @MainActor () -> Value) -> Value {
+    typealias Plain = () -> Value
+    return withoutActuallyEscaping(body) { escapable in unsafeBitCast(escapable, to: Plain.self)() }
+  }
+}

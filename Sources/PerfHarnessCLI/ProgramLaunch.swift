@@ -1,0 +1,259 @@
+import ArgumentParser
+import CPerfCrash
+import Foundation
+import PerfHarness
+import PerfReports
+
+/// `perfharness record`'s process: the program started with the recorder preloaded, waited
+/// for, and the reports its processes wrote at their exits read back.
+struct ProgramLaunch {
+  var executable: String
+  var arguments: [String]
+  /// libPerfHarnessPreload.so.
+  var library: String
+  var settings: ProgramRecording.Settings
+
+  /// How the program ended and what its processes recorded.
+  struct Outcome {
+    var executable: String
+    var arguments: [String]
+    var pid: pid_t
+    var ending: ScenarioProcess.Ending
+    var wallTimeMilliseconds: Double
+    /// The program's own report, when it wrote one at its exit.
+    var recorded: Report?
+    /// Reports of processes it fork+exec'd, by pid.
+    var children: [Report]
+    /// The SIGINT or SIGTERM the harness caught meanwhile.
+    var interruption: Int32?
+
+    /// The program's report, judged by how it ended: a non-zero exit status or a fatal
+    /// signal is a crashed run (exit 3), as a scenario that throws is; a SIGINT or SIGTERM
+    /// is an interrupted one.
+    func report(name: String, instruments: Set<Instrument>) -> Report {
+      var program = recorded?.program ?? ProgramInfo(executable: executable, arguments: arguments, pid: Int(pid))
+      let signal = ending.signal.map(ScenarioProcess.signalName)
+      if let signal {
+        program.signal = signal
+      } else {
+        program.exitStatus = Int(ending.status)
+      }
+      guard var report = recorded else {
+        let error =
+          signal.map { "the program was killed by \($0) before it could write its recording" }
+          ?? "the program exited with status \(ending.status) without writing its recording: it called _exit(), or exec'd a program the recorder cannot load into"
+        var crashed = Report.crashed(
+          scenario: name, variant: ProgramRecording.variant, iterations: 1,
+          instruments: Instrument.allCases.filter(instruments.contains), error: error,
+          wallTimeMilliseconds: wallTimeMilliseconds,
+          crash: CrashInfo(signal: signal, timedOut: false, stack: [], standardErrorTail: []))
+        if let interruption, signal != nil {
+          crashed.status = .interrupted
+          crashed.error = "interrupted by \(ScenarioProcess.signalName(interruption)): " + error
+        }
+        crashed.program = program
+        return crashed
+      }
+      report.program = program
+      // The name the command line gave (sh), not the file it links to (dash): the folder's.
+      report.scenario.name = name
+      report.wallTimeMilliseconds = wallTimeMilliseconds
+      if let signal = ending.signal.map(ScenarioProcess.signalName) {
+        // The partial report a fatal signal left.
+        report.status = interruption != nil ? .interrupted : .crashed
+        report.crash = CrashInfo(signal: signal, timedOut: false, stack: [], standardErrorTail: [])
+        if report.error == nil { report.error = "the program was killed by \(signal)" }
+      } else if let ended = program.signal, ended == "SIGINT" || ended == "SIGTERM" {
+        report.status = .interrupted
+        report.error = "the program was stopped by \(ended); the recording until then"
+      } else if ending.status != 0 {
+        report.status = .crashed
+        report.error = "the program exited with status \(ending.status)"
+      }
+      return report
+    }
+  }
+
+  /// Runs the program to its end. Its stdin, stdout and stderr are the harness's, and it
+  /// stays in the harness's process group (a Ctrl-C at the terminal reaches both; the
+  /// harness waits for the program's report). A SIGTERM to the harness is passed on.
+  func run() throws -> Outcome {
+    let results = URL(fileURLWithPath: settings.resultDirectory)
+    let settingsFile = results.deletingLastPathComponent().appendingPathComponent(
+      ".perfharness-record-\(getpid()).json")
+    try? FileManager.default.removeItem(at: results)
+    do {
+      try FileManager.default.createDirectory(at: results, withIntermediateDirectories: true)
+      try JSONEncoder().encode(settings).write(to: settingsFile)
+    } catch {
+      throw HarnessError("cannot prepare \(results.path) for the recording: \(ReportWriter.describe(error))")
+    }
+    defer {
+      try? FileManager.default.removeItem(at: results)
+      try? FileManager.default.removeItem(at: settingsFile)
+    }
+    var environment = ProcessInfo.processInfo.environment
+    environment["LD_PRELOAD"] = [library, environment["LD_PRELOAD"]].compactMap { $0 }.filter { !$0.isEmpty }
+      .joined(separator: ":")
+    environment[ProgramRecording.settingsEnvironmentKey] = settingsFile.path
+    if settings.configuration.instruments.contains(.leaks) {
+      // The interposer then tracks blocks from the process's start (CPerfAlloc_trackAllBlocks).
+      environment["PERFHARNESS_TRACK_ALL_BLOCKS"] = "1"
+    }
+    let start = ContinuousClock.now
+    let pid = try Self.spawn(executable, arguments: arguments, environment: environment)
+    var interruption: Int32?
+    var ending: ScenarioProcess.Ending?
+    while ending == nil {
+      if interruption == nil, case let signal = CPerfCrash_interruption(), signal != 0 {
+        interruption = signal
+        // The terminal's Ctrl-C already reached the program; a kill of the harness alone did not.
+        if signal == SIGTERM { kill(pid, SIGTERM) }
+      }
+      ending = ScenarioProcess.Ending.of(pid)
+      if ending == nil { usleep(10_000) }
+    }
+    var status: Int32 = 0
+    waitpid(pid, &status, 0)
+    let wallTime = (ContinuousClock.now - start).milliseconds
+    let failure = results.appendingPathComponent("\(pid).failure")
+    if let reason = try? String(contentsOf: failure, encoding: .utf8) {
+      throw HarnessError("perfharness failed recording \(executable), not the program: \(reason)")
+    }
+    var recorded: Report?
+    var children: [Report] = []
+    let files = (try? FileManager.default.contentsOfDirectory(atPath: results.path)) ?? []
+    for file in files.sorted() where file.hasSuffix(".json") {
+      let path = results.appendingPathComponent(file).path
+      guard let data = try? BoundedFile.read(path, limit: BoundedFile.reportLimit) else { continue }
+      let report: Report
+      do {
+        report = try ReportJSON.decode(data)
+      } catch {
+        throw HarnessError("the recording \(path) does not decode: \(error)")
+      }
+      if file == "\(pid).json" { recorded = report } else { children.append(report) }
+    }
+    return Outcome(
+      executable: executable, arguments: arguments, pid: pid, ending: ending!, wallTimeMilliseconds: wallTime,
+      recorded: recorded, children: children, interruption: interruption)
+  }
+
+  /// posix_spawn with every signal at its default action and none blocked, as a freshly
+  /// exec'd program expects, and the harness's descriptors 0-2.
+  private static func spawn(_ executable: String, arguments: [String], environment: [String: String]) throws -> pid_t {
+    var attributes = posix_spawnattr_t()
+    posix_spawnattr_init(&attributes)
+    defer { posix_spawnattr_destroy(&attributes) }
+    var defaults = sigset_t()
+    sigfillset(&defaults)
+    var unblocked = sigset_t()
+    sigemptyset(&unblocked)
+    posix_spawnattr_setsigdefault(&attributes, &defaults)
+    posix_spawnattr_setsigmask(&attributes, &unblocked)
+    posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK))
+    let argv = ([executable] + arguments).map { strdup($0) }
+    let envp = environment.map { strdup("\($0.key)=\($0.value)") }
+    defer {
+      for pointer in argv + envp { free(pointer) }
+    }
+    var pid: pid_t = 0
+    let status = (argv + [nil]).withUnsafeBufferPointer { argvBuffer in
+      (envp + [nil]).withUnsafeBufferPointer { envpBuffer in
+        posix_spawn(&pid, executable, nil, &attributes, argvBuffer.baseAddress!, envpBuffer.baseAddress!)
+      }
+    }
+    guard status == 0 else {
+      throw HarnessError("cannot start \(executable): \(String(cString: strerror(status)))")
+    }
+    return pid
+  }
+}
+
+extension ProgramLaunch {
+  /// The program's path: as given when it has a '/', else found on PATH as a shell would.
+  /// - Throws: `ValidationError` (exit 64) naming it when there is no such executable.
+  static func resolve(_ program: String) throws -> String {
+    if program.contains("/") {
+      guard access(program, X_OK) == 0 else {
+        throw ValidationError(
+          "cannot run '\(program)': \(String(cString: strerror(errno))); accepted: an executable file, by path or by name on PATH"
+        )
+      }
+      return program
+    }
+    let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/local/bin:/usr/bin:/bin"
+    for directory in path.split(separator: ":") {
+      let candidate = "\(directory)/\(program)"
+      var isDirectory: ObjCBool = false
+      if FileManager.default.fileExists(atPath: candidate, isDirectory: &isDirectory), !isDirectory.boolValue,
+        access(candidate, X_OK) == 0
+      {
+        return candidate
+      }
+    }
+    throw ValidationError(
+      "no executable '\(program)' on PATH; accepted: an executable file, by path or by name on PATH")
+  }
+
+  /// Refuses, with the reason, a program the dynamic loader would run without the recorder:
+  /// one linked statically (no loader runs in it) or setuid/setgid (the loader ignores
+  /// LD_PRELOAD there). Scripts are let through: their interpreter loads it.
+  static func checkLoadable(_ path: String) throws {
+    var status = stat()
+    guard stat(path, &status) == 0 else {
+      throw HarnessError("cannot read \(path): \(String(cString: strerror(errno)))")
+    }
+    if status.st_mode & (S_ISUID | S_ISGID) != 0 {
+      throw HarnessError(
+        "\(path) is setuid or setgid: the dynamic loader ignores LD_PRELOAD in it, so perfharness record cannot load its recorder; record a copy without the bit"
+      )
+    }
+    guard let handle = FileHandle(forReadingAtPath: path) else {
+      throw HarnessError("cannot read \(path): \(String(cString: strerror(errno)))")
+    }
+    defer { try? handle.close() }
+    let header = (try? handle.read(upToCount: 1 << 16)) ?? Data()
+    guard let elf = ELFHeader(header) else { return }
+    if !elf.hasInterpreter {
+      throw HarnessError(
+        "\(path) is statically linked: no dynamic loader runs in it, so perfharness record cannot load its recorder; record a dynamically linked build (for Swift, without -static-executable)"
+      )
+    }
+  }
+
+  /// libPerfHarnessPreload.so, beside this executable as `swift build` puts it.
+  static func preloadLibrary() throws -> String {
+    let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+    let library = executable.deletingLastPathComponent().appendingPathComponent("libPerfHarnessPreload.so").path
+    guard FileManager.default.fileExists(atPath: library) else {
+      throw HarnessError(
+        "\(library) is not built; build it with 'swift build --product PerfHarnessPreload' (with the same -c as perfharness; make build does both)"
+      )
+    }
+    return library
+  }
+}
+
+/// What `checkLoadable` reads of a 64-bit little-endian ELF file: whether a program header
+/// names an interpreter (PT_INTERP), which every dynamically linked executable has.
+struct ELFHeader {
+  var hasInterpreter: Bool
+
+  /// nil for anything but a 64-bit little-endian ELF file whose program headers are in `bytes`.
+  init?(_ bytes: Data) {
+    let data = [UInt8](bytes)
+    guard data.count >= 64, data[0] == 0x7F, data[1] == 0x45, data[2] == 0x4C, data[3] == 0x46, data[4] == 2,
+      data[5] == 1
+    else { return nil }
+    func word(_ offset: Int, _ size: Int) -> Int {
+      (0..<size).reduce(0) { $0 | Int(data[offset + $1]) << (8 * $1) }
+    }
+    let table = word(0x20, 8)
+    let entrySize = word(0x36, 2)
+    let count = word(0x38, 2)
+    guard entrySize >= 4, table + entrySize * count <= data.count else { return nil }
+    let interpreterType = 3
+    hasInterpreter = (0..<count).contains { word(table + $0 * entrySize, 4) == interpreterType }
+  }
+}

@@ -1,0 +1,166 @@
+import ArgumentParser
+import CPerfCrash
+import Foundation
+import PerfHarness
+import PerfReports
+
+struct RecordCommand: ParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "record",
+    abstract: "Record an unmodified program under the instruments: perfharness record [options] -- CMD [ARGS...]",
+    discussion: """
+      CMD runs with the recorder preloaded (LD_PRELOAD of libPerfHarnessPreload.so, built \
+      beside perfharness), from before its main to after its exit handlers; the report goes to \
+      DIR/<executable name>/. Generations: --mark-every, `kill -USR2 PID`, or the program's own \
+      call of perfharness_mark("label") (declare it weak). SIGINT and SIGTERM end a program that \
+      does not handle them through exit(), so its report is still written. A process it \
+      fork+execs is recorded too, in DIR/<name>/children/<pid>-<its name>/. CMD's non-zero exit \
+      status or death by a signal is exit 3 (the report holds the status).
+      """)
+
+  @OptionGroup var recording: RecordingOptions
+
+  @Option(
+    name: .customLong("mark-every"),
+    help: ArgumentHelp("Mark a generation every this many seconds (0.01-86400).", valueName: "seconds"))
+  var markEvery: Double?
+
+  @OptionGroup var checks: CheckOptions
+
+  @Option(
+    help: ArgumentHelp(
+      "Compare with this stored report (or a folder of <name>/report.json); exit 2 on a regression.",
+      valueName: "file"))
+  var baseline: String?
+
+  @OptionGroup var tolerances: ComparisonOptions
+
+  @Argument(parsing: .postTerminator, help: ArgumentHelp("The program and its arguments, after --.", valueName: "cmd"))
+  var command: [String] = []
+
+  mutating func validate() throws {
+    guard let program = command.first, !program.isEmpty else {
+      throw ValidationError(
+        "record needs the program to run after --; accepted: perfharness record [options] -- CMD [ARGS...]")
+    }
+    if let markEvery, !(markEvery.isFinite && (0.01...86_400).contains(markEvery)) {
+      throw ValidationError("--mark-every must be between 0.01 and 86400 seconds, got \(markEvery)")
+    }
+    _ = try ProgramLaunch.resolve(program)
+    // Without --instruments a program records all three.
+    try recording.validate(lackingLeaks: [])
+    if checks.check, try checks.thresholds(named: name).isEmpty {
+      throw ValidationError(
+        "--check: no thresholds for \(name): no \(checks.thresholds)/\(name).yaml; accepted: that file (see --thresholds DIR) or limit flags (\(CheckOptions.limitFlags))"
+      )
+    }
+    _ = try tolerances.tolerances()
+    if let baseline { _ = try storedBaseline(baseline) }
+  }
+
+  /// The report's name: the executable's file name in a scenario name's characters.
+  var name: String { ProgramRecording.reportName(forExecutable: command.first ?? "") }
+
+  /// Without `--instruments`: all three (a program declares nothing), which the limits
+  /// given with `--check` need anyway. Named instruments are kept as given.
+  private func configuration() throws -> RecordingConfiguration {
+    var configuration = recording.configuration(memoryWarningAtEnd: false)
+    if recording.instruments == nil { configuration.instruments = Set(Instrument.allCases) }
+    return configuration
+  }
+
+  func run() throws {
+    let executable = try ProgramLaunch.resolve(command[0])
+    try ProgramLaunch.checkLoadable(executable)
+    let library = try ProgramLaunch.preloadLibrary()
+    // A file size limit then fails the write that passes it instead of killing the process.
+    signal(SIGXFSZ, SIG_IGN)
+    _ = CPerfCrash_catchInterrupts()
+    // Read before the folder is emptied: --baseline may name the report this run replaces.
+    let stored = try baseline.map(storedBaseline)
+    let folder = try ReportFolder(url: URL(fileURLWithPath: recording.output).appendingPathComponent(name))
+    let configuration = try configuration()
+    let launch = ProgramLaunch(
+      executable: executable, arguments: Array(command.dropFirst()), library: library,
+      settings: ProgramRecording.Settings(
+        configuration: configuration,
+        resultDirectory: folder.url.appendingPathComponent(".perfharness-results-\(getpid())").path,
+        markEverySeconds: markEvery))
+    let outcome = try launch.run()
+    var report = outcome.report(name: name, instruments: configuration.instruments)
+    if !outcome.children.isEmpty {
+      report.program?.children = try writeChildren(outcome.children, in: folder.url)
+    }
+    if checks.check {
+      report.checks = ThresholdCheck.evaluate(try checks.thresholds(named: name), on: report)
+      if report.status == .passed && report.checks.contains(where: { !$0.passed }) { report.status = .failed }
+    }
+    if let stored {
+      let comparison = BaselineComparison.compare(
+        report, with: stored.report, baselinePath: stored.path, tolerances: try tolerances.tolerances())
+      report.comparison = comparison
+      if report.status == .passed && !comparison.passed { report.status = .failed }
+    }
+    report.checked = checks.check || baseline != nil
+    var writeFailure: (any Error)?
+    var path: String?
+    do {
+      path = try ReportWriter(directory: recording.output).write(report, to: folder.url)
+    } catch {
+      writeFailure = error
+    }
+    switch recording.format {
+    case .text: print(RunSummaryText.render(report, reportPath: path), terminator: "")
+    case .json: print(String(decoding: try ReportJSON.encode(report, pretty: false), as: UTF8.self))
+    case .markdown: print(MarkdownSummary.render(report, reportPath: path), terminator: "")
+    }
+    if let writeFailure { throw writeFailure }
+    withExtendedLifetime(folder) {}
+    switch report.status {
+    case .interrupted: throw ExitCode(128 + (outcome.interruption ?? SIGINT))
+    case .crashed: throw ExitCodes.crashed
+    case .failed: throw ExitCodes.checkFailed
+    case .passed: break
+    }
+  }
+
+  /// Each recorded child process's report, in `children/<pid>-<name>/` of the program's
+  /// folder.
+  private func writeChildren(_ children: [Report], in folder: URL) throws -> [ProgramInfo.Child] {
+    try children.map { child in
+      let pid = child.program?.pid ?? 0
+      let relative = "children/\(pid)-\(child.scenario.name)"
+      _ = try ReportWriter(directory: recording.output).write(child, to: folder.appendingPathComponent(relative))
+      return ProgramInfo.Child(pid: pid, executable: child.program?.executable ?? "", report: relative)
+    }
+  }
+
+  /// `--baseline`: a report file, or a folder holding `<name>/report.json` as `--output`
+  /// writes it (or `report.json` itself).
+  private func storedBaseline(_ path: String) throws -> (report: Report, path: String) {
+    var isDirectory: ObjCBool = false
+    guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
+      throw ValidationError(
+        "--baseline '\(path)' does not exist; accepted: a report.json, or a folder of <name>/report.json")
+    }
+    var file = path
+    if isDirectory.boolValue {
+      let candidates = ["\(path)/\(name)/report.json", "\(path)/report.json"]
+      guard let found = candidates.first(where: { FileManager.default.fileExists(atPath: $0) }) else {
+        throw ValidationError("--baseline folder '\(path)' has no report of \(name): no \(candidates[0])")
+      }
+      file = found
+    }
+    let report: Report
+    do {
+      report = try StoredReport.read(file)
+    } catch {
+      throw ValidationError("--baseline: \(error)")
+    }
+    try BaselineSource.refuseIncomplete(report, file: file, flag: "--baseline")
+    guard report.scenario.name == name else {
+      throw ValidationError("--baseline \(file) is a report of \(report.scenario.name), not of \(name)")
+    }
+    return (report, file)
+  }
+}

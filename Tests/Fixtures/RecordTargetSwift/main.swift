@@ -1,0 +1,63 @@
+// An ordinary Swift program that knows nothing of perfharness (it does not link it), for
+// `perfharness record`'s tests: it leaks a retain cycle, grows a cache for a while, and
+// exits with the status it is asked for.
+//   record-target-swift [--seconds S] [--exit-status N] [--crash]
+// --crash: a failed force-unwrap once the cache is filled (the Swift runtime traps).
+import Foundation
+
+final class Ledger {
+  var auditor: Auditor?
+  let entries = [1, 2, 3]
+}
+
+final class Auditor {
+  let ledger: Ledger
+  init(ledger: Ledger) { self.ledger = ledger }
+}
+
+final class Thumbnail {
+  let pixels: [UInt8]
+  init(size: Int) { pixels = [UInt8](repeating: 7, count: size) }
+}
+
+var seconds = 1.0
+var exitStatus: Int32 = 0
+var crashes = false
+var arguments = CommandLine.arguments.dropFirst()
+while let argument = arguments.popFirst() {
+  switch argument {
+  case "--seconds": seconds = Double(arguments.popFirst() ?? "") ?? seconds
+  case "--exit-status": exitStatus = Int32(arguments.popFirst() ?? "") ?? 0
+  case "--crash": crashes = true
+  default:
+    FileHandle.standardError.write(Data("unknown argument \(argument)\n".utf8))
+    exit(64)
+  }
+}
+
+@inline(never) func makeCycle() {
+  let ledger = Ledger()
+  ledger.auditor = Auditor(ledger: ledger)
+}
+
+// For the tests that signal it: its pid, once its main code runs.
+FileHandle.standardError.write(Data("record-target-swift ready, pid \(getpid())\n".utf8))
+
+// The cache only grows: every entry is kept until the program ends.
+var cache: [Int: Thumbnail] = [:]
+makeCycle()
+let start = Date()
+var key = 0
+while Date().timeIntervalSince(start) < seconds {
+  for _ in 0..<20 {
+    cache[key] = Thumbnail(size: 4096)
+    key += 1
+  }
+  usleep(20_000)
+}
+print("cached \(cache.count) thumbnails")
+if crashes {
+  let missing: Thumbnail? = cache[-1]
+  print(missing!.pixels.count)
+}
+exit(exitStatus)

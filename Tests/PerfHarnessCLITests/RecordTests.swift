@@ -1,0 +1,246 @@
+import Foundation
+import PerfHarness
+import Testing
+
+@testable import PerfHarnessCLI
+
+/// `perfharness record -- CMD`: programs that know nothing of perfharness (they do not link
+/// it), recorded through the preloaded library.
+@Suite("Recording unmodified programs")
+struct RecordTests {
+  let perfharness = try! BuiltBinary("perfharness")
+  let swiftProgram = try! BuiltBinary("record-target-swift")
+  let cProgram = try! BuiltBinary("record-target-c")
+
+  private func report(_ directory: URL, _ name: String) throws -> [String: Any] {
+    let data = try Data(contentsOf: directory.appendingPathComponent(name).appendingPathComponent("report.json"))
+    return try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+  }
+
+  private static func typeNames(_ generation: [String: Any]) -> [String] {
+    ((generation["categories"] as? [[String: Any]]) ?? []).compactMap { $0["name"] as? String }
+  }
+
+  @Test("A Swift program: its retain cycle named, its cache's growth by type in every --mark-every generation")
+  func swiftProgramCycleAndGrowth() throws {
+    let directory = try temporaryDirectory()
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let result = try perfharness.run([
+      "record", "--output", directory.path, "--mark-every", "0.3", "--", swiftProgram.url.path, "--seconds", "1.2",
+    ])
+    #expect(result.status == 0, "\(result.standardError)")
+    let report = try report(directory, "record-target-swift")
+    let program = try #require(report["program"] as? [String: Any])
+    #expect(program["exitStatus"] as? Int == 0)
+    #expect((program["arguments"] as? [String]) == ["--seconds", "1.2"])
+    let leaks = try #require(report["leaks"] as? [String: Any])
+    let cycles = try #require(leaks["cycles"] as? [[String: Any]])
+    let cycleTypes = cycles.map { (($0["nodes"] as? [[String: Any]]) ?? []).compactMap { $0["type"] as? String } }
+    #expect(cycleTypes.count == 1, "\(cycleTypes)")
+    #expect(Set(cycleTypes.first ?? []) == ["record_target_swift.Ledger", "record_target_swift.Auditor"])
+    let marks = try #require(report["marks"] as? [[String: Any]])
+    #expect(marks.count >= 3, "\(marks)")
+    #expect(marks.allSatisfy { ($0["label"] as? String)?.hasPrefix("at ") == true })
+    let generations = try #require((report["allocations"] as? [String: Any])?["generations"] as? [[String: Any]])
+    // Every generation between two marks grew the cache, by type.
+    for generation in generations.dropFirst().dropLast() {
+      #expect(Self.typeNames(generation).contains("record_target_swift.Thumbnail"), "\(generation)")
+    }
+  }
+
+  @Test("A C program: its lost blocks leaked, its own perfharness_mark calls as generations, its hot function")
+  func cProgramLeaksAndMarks() throws {
+    let directory = try temporaryDirectory()
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let result = try perfharness.run(["record", "--output", directory.path, "--", cProgram.url.path])
+    #expect(result.status == 0, "\(result.standardError)")
+    let report = try report(directory, "record-target-c")
+    #expect(
+      (report["marks"] as? [[String: Any]])?.compactMap { $0["label"] as? String } == ["first", "second", "third"])
+    let leaks = try #require(report["leaks"] as? [String: Any])
+    #expect(leaks["leakedCount"] as? Int == 7)
+    #expect(leaks["leakedBytes"] as? Int == 700)
+    let generations = try #require((report["allocations"] as? [String: Any])?["generations"] as? [[String: Any]])
+    #expect(generations.count == 4)
+    for generation in generations.dropFirst().dropLast() {
+      #expect(generation["growthCount"] as? Int == 100, "\(generation)")
+    }
+    let top = (report["timeProfile"] as? [String: Any])?["topFunctions"] as? [[String: Any]]
+    #expect(top?.first?["symbol"] as? String == "spin")
+  }
+
+  @Test("A program that exits non-zero is exit 3, its status in the report")
+  func exitStatus() throws {
+    let directory = try temporaryDirectory()
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let result = try perfharness.run([
+      "record", "--output", directory.path, "--instruments", "allocations", "--", swiftProgram.url.path,
+      "--seconds", "0.1", "--exit-status", "5",
+    ])
+    #expect(result.status == 3, "\(result.standardError)")
+    let report = try report(directory, "record-target-swift")
+    #expect(report["status"] as? String == "crashed")
+    #expect((report["program"] as? [String: Any])?["exitStatus"] as? Int == 5)
+    #expect((report["error"] as? String)?.contains("status 5") == true)
+    #expect(report["allocations"] != nil)
+  }
+
+  @Test("A program that crashes is exit 3 with the report recorded until the signal")
+  func crash() throws {
+    let directory = try temporaryDirectory()
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let result = try perfharness.run([
+      "record", "--output", directory.path, "--", swiftProgram.url.path, "--seconds", "0.3", "--crash",
+    ])
+    #expect(result.status == 3, "\(result.standardError)")
+    let report = try report(directory, "record-target-swift")
+    #expect(report["status"] as? String == "crashed")
+    let signal = (report["crash"] as? [String: Any])?["signal"] as? String
+    #expect(signal == "SIGILL" || signal == "SIGTRAP", "\(report["crash"] ?? "no crash")")
+    #expect((report["error"] as? String)?.contains("recorded until signal") == true, "\(report["error"] ?? "")")
+    let categories = ((report["allocations"] as? [String: Any])?["categories"] as? [[String: Any]]) ?? []
+    #expect(categories.contains { $0["name"] as? String == "record_target_swift.Thumbnail" })
+    #expect((report["timeProfile"] as? [String: Any])?["sampleCount"] != nil)
+  }
+
+  @Test("SIGUSR2 to the program marks a generation; SIGTERM to the harness stops it with its report: exit 143")
+  func signals() throws {
+    let directory = try temporaryDirectory()
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let running = try perfharness.start([
+      "record", "--output", directory.path, "--instruments", "allocations,leaks", "--", swiftProgram.url.path,
+      "--seconds", "60",
+    ])
+    #expect(running.waitForStandardError(containing: "ready, pid"), "\(running.standardErrorSoFar)")
+    let line = running.standardErrorSoFar.split(separator: "\n").first { $0.contains("ready, pid") } ?? ""
+    let pid = try #require(Int32(line.split(separator: " ").last ?? ""))
+    usleep(200_000)
+    kill(pid, SIGUSR2)
+    usleep(300_000)
+    kill(running.pid, SIGTERM)
+    let result = try running.wait()
+    #expect(result.status == 143, "\(result.standardError)")
+    let report = try report(directory, "record-target-swift")
+    #expect(report["status"] as? String == "interrupted")
+    #expect((report["program"] as? [String: Any])?["signal"] as? String == "SIGTERM")
+    #expect((report["marks"] as? [[String: Any]])?.compactMap { $0["label"] as? String } == ["SIGUSR2"])
+    let cycles = (report["leaks"] as? [String: Any])?["cycles"] as? [[String: Any]]
+    #expect(cycles?.count == 1)
+  }
+
+  @Test("A process the program fork+execs is recorded in a report of its own")
+  func children() throws {
+    let directory = try temporaryDirectory()
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let result = try perfharness.run([
+      "record", "--output", directory.path, "--instruments", "allocations,leaks", "--", "/bin/sh", "-c",
+      "\(cProgram.url.path) > /dev/null; true",
+    ])
+    #expect(result.status == 0, "\(result.standardError)")
+    let report = try report(directory, "sh")
+    let children = try #require((report["program"] as? [String: Any])?["children"] as? [[String: Any]])
+    #expect(children.count == 1)
+    let folder = try #require(children.first?["report"] as? String)
+    #expect((children.first?["executable"] as? String)?.hasSuffix("record-target-c") == true)
+    let child = try self.report(directory.appendingPathComponent("sh"), folder)
+    #expect((child["leaks"] as? [String: Any])?["leakedCount"] as? Int == 7)
+  }
+
+  @Test("The CPU split of a three-function workload is within 3 points of perf's")
+  func cpuSplit() throws {
+    let directory = try temporaryDirectory()
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let workload = try BuiltBinary("bench-workload")
+    let result = try perfharness.run([
+      "record", "--output", directory.path, "--instruments", "time", "--", workload.url.path, "split", "3",
+    ])
+    #expect(result.status == 0, "\(result.standardError)")
+    let top = try #require(
+      (try report(directory, "bench-workload")["timeProfile"] as? [String: Any])?["topFunctions"] as? [[String: Any]])
+    var ours: [String: Double] = [:]
+    for function in top {
+      let symbol = function["symbol"] as? String ?? ""
+      for name in Self.splitFunctions where symbol.contains(".\(name)(") {
+        ours[name, default: 0] += function["selfWeight"] as? Double ?? 0
+      }
+    }
+    let reference = try Self.perfSplit(workload.url.path, directory: directory)
+    let shares = Self.shares(ours)
+    for (name, share) in zip(Self.splitFunctions, shares) {
+      #expect(abs(share - (reference[name] ?? .nan)) <= 3, "\(name): ours \(shares), reference \(reference)")
+    }
+  }
+
+  static let splitFunctions = ["splitHeavy", "splitMedium", "splitLight"]
+
+  static func shares(_ weights: [String: Double]) -> [Double] {
+    let total = splitFunctions.reduce(0) { $0 + (weights[$1] ?? 0) }
+    return splitFunctions.map { (weights[$0] ?? 0) / max(total, 1) * 100 }
+  }
+
+  /// `perf record -F 999` on the same workload, each function's share of the three; where
+  /// perf cannot record (no perf events for this user), the shares the workload is built
+  /// with (680, 260 and 50 iterations per round, each iteration the same work).
+  static func perfSplit(_ workload: String, directory: URL) throws -> [String: Double] {
+    let designed = Dictionary(
+      uniqueKeysWithValues: zip(splitFunctions, shares(["splitHeavy": 680, "splitMedium": 260, "splitLight": 50])))
+    guard FileManager.default.isExecutableFile(atPath: "/usr/bin/perf") else { return designed }
+    let data = directory.appendingPathComponent("perf.data").path
+    let record = Process()
+    record.executableURL = URL(fileURLWithPath: "/usr/bin/perf")
+    record.arguments = ["record", "-F", "999", "-e", "cpu-clock:u", "-q", "-o", data, "--", workload, "split", "3"]
+    record.standardOutput = FileHandle.nullDevice
+    record.standardError = FileHandle.nullDevice
+    try record.run()
+    record.waitUntilExit()
+    guard record.terminationStatus == 0 else { return designed }
+    let report = Process()
+    report.executableURL = URL(fileURLWithPath: "/usr/bin/perf")
+    report.arguments = ["report", "-i", data, "--stdio", "--no-children", "--sort", "symbol", "-q"]
+    let pipe = Pipe()
+    report.standardOutput = pipe
+    report.standardError = FileHandle.nullDevice
+    try report.run()
+    let text = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+    report.waitUntilExit()
+    var weights: [String: Double] = [:]
+    for line in text.split(separator: "\n") {
+      guard
+        let percent = line.split(separator: " ").first(where: { $0.hasSuffix("%") }).flatMap({ Double($0.dropLast()) })
+      else { continue }
+      for name in splitFunctions where line.contains(name) { weights[name, default: 0] += percent }
+    }
+    return Dictionary(uniqueKeysWithValues: zip(splitFunctions, shares(weights)))
+  }
+
+  @Test("A statically linked or setuid program is refused with the reason (exit 1); no program is exit 64")
+  func refusals() throws {
+    let directory = try temporaryDirectory()
+    defer { try? FileManager.default.removeItem(at: directory) }
+    // Debian's ldconfig is linked statically.
+    let staticResult = try perfharness.run(["record", "--output", directory.path, "--", "/sbin/ldconfig", "-p"])
+    #expect(staticResult.status == 1)
+    #expect(staticResult.standardError.contains("statically linked"), "\(staticResult.standardError)")
+    let setuid = directory.appendingPathComponent("setuid-program")
+    try FileManager.default.copyItem(at: cProgram.url, to: setuid)
+    chmod(setuid.path, 0o4755)
+    let setuidResult = try perfharness.run(["record", "--output", directory.path, "--", setuid.path])
+    #expect(setuidResult.status == 1)
+    #expect(setuidResult.standardError.contains("setuid"), "\(setuidResult.standardError)")
+    let none = try perfharness.run(["record", "--output", directory.path])
+    #expect(none.status == 64)
+    #expect(none.standardError.contains("after --"), "\(none.standardError)")
+    let missing = try perfharness.run(["record", "--output", directory.path, "--", "no-such-program-anywhere"])
+    #expect(missing.status == 64)
+    #expect(missing.standardError.contains("no executable 'no-such-program-anywhere' on PATH"))
+  }
+
+  @Test("ELF headers: a dynamically linked executable names an interpreter, a static one does not")
+  func elfInterpreter() throws {
+    let dynamic = try #require(FileHandle(forReadingAtPath: "/bin/ls")?.readData(ofLength: 1 << 16))
+    #expect(ELFHeader(dynamic)?.hasInterpreter == true)
+    let stat = try #require(FileHandle(forReadingAtPath: "/sbin/ldconfig")?.readData(ofLength: 1 << 16))
+    #expect(ELFHeader(stat)?.hasInterpreter == false)
+    #expect(ELFHeader(Data("#!/bin/sh\n".utf8)) == nil)
+  }
+}
