@@ -575,6 +575,14 @@ for round in 0..<peerRounds {
   {
     peerTimes["memcheck", default: []].append(time)
   }
+  // The same recorder preloaded into the same binary (`perfharness record`), as heaptrack's is.
+  for (key, flags) in [("record-countsOnly", ["--no-allocation-stacks"]), ("record-fullStacks", [])] {
+    let command =
+      [perfharness.path, "record", "--instruments", "allocations", "--format", "json"] + flags + [
+        "--output", scratch.appendingPathComponent("record").path, "--", me,
+      ]
+    if let time = try timedRun(command) { peerTimes[key, default: []].append(time) }
+  }
 }
 let plainPeer = median(peerTimes["plain"] ?? [])
 for (key, label) in [
@@ -592,6 +600,23 @@ for (key, label) in [
       name: "Peer: \(label), same allocation workload", measured: median(times) / plainPeer, unit: "x", target: "–",
       meetsTarget: nil,
       detail: String(format: "median %.0f ms vs %.0f ms plain (separate processes)", median(times), plainPeer)))
+}
+for (name, target) in [("countsOnly", 1.2), ("fullStacks", 2.0)] {
+  // #24: the preloaded recorder costs what the linked one does, on the binary heaptrack runs.
+  let times = peerTimes["record-\(name)"] ?? []
+  let ratio = times.isEmpty ? .nan : median(times) / plainPeer
+  let linked = median(zip(allocationTimes[name] ?? [], allocationTimes["plain"] ?? []).map { $0 / $1 })
+  figures.append(
+    Figure(
+      name:
+        "perfharness record, Allocations \(name == "countsOnly" ? "types and counts only" : "with full stacks"): wall time vs untracked",
+      measured: ratio, unit: "x", target: "< \(target)x, as linked", meetsTarget: times.isEmpty ? nil : ratio < target,
+      detail: times.isEmpty
+        ? "perfharness record did not run"
+        : String(
+          format:
+            "bench-workload preloaded (the binary the peers run): median %.0f ms vs %.0f ms plain (separate processes); linked into this process: %.2fx; heaptrack on the same binary: %.2fx",
+          median(times), plainPeer, linked, median(peerTimes["heaptrack"] ?? [.nan]) / plainPeer)))
 }
 if let perf = tool("perf") {
   var perfTimes: [Double] = []

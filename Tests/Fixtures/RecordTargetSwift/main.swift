@@ -35,9 +35,14 @@ while let argument = arguments.popFirst() {
   }
 }
 
-@inline(never) func makeCycle() {
+// Published through a global, then dropped: an optimizer may remove an allocation nobody
+// can observe, and release builds did.
+var published: Ledger?
+
+@MainActor @inline(never) func makeCycle() {
   let ledger = Ledger()
   ledger.auditor = Auditor(ledger: ledger)
+  published = ledger
 }
 
 // For the tests that signal it: its pid, once its main code runs.
@@ -46,6 +51,7 @@ FileHandle.standardError.write(Data("record-target-swift ready, pid \(getpid())\
 // The cache only grows: every entry is kept until the program ends.
 var cache: [Int: Thumbnail] = [:]
 makeCycle()
+published = nil
 let start = Date()
 var key = 0
 while Date().timeIntervalSince(start) < seconds {
