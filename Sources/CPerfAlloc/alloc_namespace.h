@@ -20,6 +20,10 @@
 #define g_countsFast              cperf_alloc_g_countsFast
 #define g_drainSeq                cperf_alloc_g_drainSeq
 #define g_freedBytes              cperf_alloc_g_freedBytes
+#define g_stackTotals             cperf_alloc_g_stackTotals
+#define g_stackTotalCount         cperf_alloc_g_stackTotalCount
+#define g_stackTotalsBytes        cperf_alloc_g_stackTotalsBytes
+#define g_stripeByStack           cperf_alloc_g_stripeByStack
 #define g_freedCount              cperf_alloc_g_freedCount
 #define g_freedSnapshot           cperf_alloc_g_freedSnapshot
 #define g_generation              cperf_alloc_g_generation

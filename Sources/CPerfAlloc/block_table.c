@@ -5,6 +5,7 @@
 uint32_t CPerfAlloc_sizeClass(uint64_t size) { return sizeClassOf(size); }
 
 ALLOC_HIDDEN Stripe g_stripes[STRIPES];
+ALLOC_HIDDEN FreedTable g_stripeByStack[STRIPES];
 
 ALLOC_HIDDEN bool stripeMap(Stripe *s, uint64_t capacity) {
   size_t bytes = pageRound((size_t)capacity * sizeof(Slot));

@@ -71,6 +71,9 @@ typedef struct __attribute__((aligned(128))) Stripe {
 _Static_assert(sizeof(Stripe) == 128, "a stripe fills two cache lines, no false sharing");
 
 extern ALLOC_HIDDEN Stripe g_stripes[STRIPES];
+// Full stacks: the allocations that went to a stripe, by stack, under that stripe's lock
+// (outside the stripe, which fills its two cache lines).
+extern ALLOC_HIDDEN FreedTable g_stripeByStack[STRIPES];
 
 static inline uint64_t hashAddress(uint64_t key) {
   uint64_t h = key * 0x9E3779B97F4A7C15ull;
@@ -156,6 +159,14 @@ static inline __attribute__((always_inline)) void freedAdd(FreedTable *t, uint64
     return;
   }
   freedProbe(t, i, key, size);
+}
+
+// An allocation counted under its stack (the slot's w2 holds the stack id; 0: none), in a
+// freed-style table keyed by stackId << 1 (even, so never taken for a size class).
+static inline __attribute__((always_inline)) void countByStack(FreedTable *t, uint64_t table, uint64_t w2,
+                                                               uint64_t size) {
+  uint32_t stackId = (uint32_t)w2;
+  if (stackId) freedAdd(t, table, (uint64_t)stackId << 1, size);
 }
 
 // In block_table.c: puts a live block's slot into its stripe (called with the stripe locked).

@@ -130,4 +130,6 @@ ALLOC_HIDDEN void resetNursery(Nursery *n) {
   n->allocations = n->allocatedBytes = n->frees = n->freedBytes = n->movedOut = n->movedOutBytes = 0;
   if (n->freed.slots) munmap(n->freed.slots, FREED_TABLE_BYTES);
   n->freed = (FreedTable){0};
+  if (n->byStack.slots) munmap(n->byStack.slots, FREED_TABLE_BYTES);
+  n->byStack = (FreedTable){0};
 }

@@ -35,6 +35,7 @@ typedef struct Nursery {
   // others. Live blocks of all nurseries = allocations - frees - movedOut, summed.
   uint64_t allocations, allocatedBytes, frees, freedBytes, movedOut, movedOutBytes;
   FreedTable freed;
+  FreedTable byStack;  // full stacks: its thread's allocations by stack (key stackId << 1)
   Slot slots[NURSERY_SLOTS];
 } Nursery;
 

@@ -92,6 +92,7 @@ __attribute__((noinline)) static void recordAllocInStripes(uint64_t h, Slot slot
   if (stripePlace(s, h, &slot)) {
     s->allocations++;
     s->allocatedBytes += size;
+    countByStack(&g_stripeByStack[s - g_stripes], (uint64_t)(s - g_stripes), slot.w2, size);
   }
   if (UNLIKELY(clockRead)) timelineMaybeSample(slot.w2 >> 32);
   CPerfSupport_spinUnlock(&s->lock);
@@ -128,6 +129,7 @@ __attribute__((noinline)) ALLOC_HIDDEN void recordAllocWithStack(void *pointer, 
         stackCacheStore(frame, stackId, reads, readCount);
         slot.w2 |= stackId;
       }
+      countByStack(&n->byStack, STRIPES + n->index, slot.w2, size);
       nurseryInsert(n, h, &slot, size);
       if (UNLIKELY(clockRead)) timelineMaybeSample(slot.w2 >> 32);
       nurseryLeave(n);

@@ -39,6 +39,8 @@ static void unmapAll(void) {
     Stripe *s = &g_stripes[i];
     if (s->slots) munmap(s->slots, s->mappedBytes);
     if (s->freed.slots) munmap(s->freed.slots, FREED_TABLE_BYTES);
+    if (g_stripeByStack[i].slots) munmap(g_stripeByStack[i].slots, FREED_TABLE_BYTES);
+    g_stripeByStack[i] = (FreedTable){0};
     uint32_t keep = atomic_load(&s->lock);  // release() holds it: stay locked
     memset(s, 0, sizeof(*s));
     atomic_store(&s->lock, keep);
@@ -51,6 +53,9 @@ static void unmapAll(void) {
   g_preBlocks = NULL;
   g_preBlockCount = 0;
   if (g_freedSnapshot) munmap(g_freedSnapshot, g_freedBytes);
+  if (g_stackTotals) munmap(g_stackTotals, g_stackTotalsBytes);
+  g_stackTotals = NULL;
+  g_stackTotalCount = 0;
   g_stackSlots = NULL;
   g_stackArena = NULL;
   g_timeline = NULL;
@@ -282,21 +287,25 @@ int32_t CPerfAlloc_stop(CPerfAlloc_Error *error) {
   startWatchIfWanted();
   g_stopNs = CPerfSupport_monotonicNs();
 
-  uint64_t live = 0, freedEntries = 0, preLive = 0;
+  uint64_t live = 0, freedEntries = 0, preLive = 0, stackEntries = 0;
   for (int i = 0; i < STRIPES; i++) {
     live += g_stripes[i].live;
     preLive += g_stripes[i].preLive;
     freedEntries += g_stripes[i].freed.used + (g_stripes[i].freed.lost ? 1 : 0);
+    stackEntries += g_stripeByStack[i].used + (g_stripeByStack[i].lost ? 1 : 0);
   }
   uint32_t nurseries = atomic_load(&g_nurseryCount);
   for (uint32_t i = 0; i <= nurseries; i++) {
     const Nursery *x = i < nurseries ? g_nurseries[i] : &g_overflow;
     freedEntries += x->freed.used + (x->freed.lost ? 1 : 0);
+    stackEntries += x->byStack.used + (x->byStack.lost ? 1 : 0);
   }
   g_blocksBytes = pageRound((live ? live : 1) * sizeof(CPerfAlloc_Block));
   g_blocks = mapBytes(g_blocksBytes);
   g_freedBytes = pageRound((freedEntries ? freedEntries : 1) * sizeof(CPerfAlloc_Freed));
   g_freedSnapshot = mapBytes(g_freedBytes);
+  g_stackTotalsBytes = pageRound((stackEntries ? stackEntries : 1) * sizeof(CPerfAlloc_Freed));
+  g_stackTotals = mapBytes(g_stackTotalsBytes);
   if (g_tracksPreexisting) {
     g_preBlocksBytes = pageRound((preLive ? preLive : 1) * sizeof(CPerfAlloc_Block));
     g_preBlocks = mapBytes(g_preBlocksBytes);
@@ -309,7 +318,7 @@ int32_t CPerfAlloc_stop(CPerfAlloc_Error *error) {
   st->mode = g_mode;
   st->swiftObjectSites = g_objectSiteCount;
   st->nurseries = atomic_load(&g_nurseryCount);
-  uint64_t n = 0, f = 0, pre = 0;
+  uint64_t n = 0, f = 0, pre = 0, t = 0;
   for (int i = 0; i < STRIPES; i++) {
     Stripe *s = &g_stripes[i];
     st->totalAllocations += s->allocations;
@@ -341,7 +350,9 @@ int32_t CPerfAlloc_stop(CPerfAlloc_Error *error) {
       b->stackId = (uint32_t)slot->w2;
       b->timestampNs = g_startNs + (slot->w2 >> 32) * 1000;
     }
-    f = snapshotFreed(&s->freed, f, freedEntries);
+    f = snapshotFreed(&s->freed, g_freedSnapshot, f, freedEntries, false);
+    t = snapshotFreed(&g_stripeByStack[i], g_stackTotals, t, stackEntries, true);
+    st->lostStackTotals += g_stripeByStack[i].lost;
   }
   for (uint32_t i = 0; i <= nurseries; i++) {
     const Nursery *x = i < nurseries ? g_nurseries[i] : &g_overflow;
@@ -350,13 +361,16 @@ int32_t CPerfAlloc_stop(CPerfAlloc_Error *error) {
     st->trackedFrees += x->frees;
     st->lostFreedKeys += x->freed.lost;
     if (i < nurseries) st->blockTableBytes += sizeof(Nursery);
-    f = snapshotFreed(&x->freed, f, freedEntries);
+    f = snapshotFreed(&x->freed, g_freedSnapshot, f, freedEntries, false);
+    t = snapshotFreed(&x->byStack, g_stackTotals, t, stackEntries, true);
+    st->lostStackTotals += x->byStack.lost;
   }
   g_blockCount = n;
   g_preBlockCount = pre;
   st->preexistingBlocks = pre;
   for (int i = 0; i < STRIPES; i++) st->preexistingBytes += g_stripes[i].preLiveBytes;
   g_freedCount = f;
+  g_stackTotalCount = t;
   (void)sumLiveBytes();  // the peak, including the final state
   int64_t peak = atomic_load(&g_peakLiveBytes);
   st->peakLiveBytes = peak > 0 ? (uint64_t)peak : 0;

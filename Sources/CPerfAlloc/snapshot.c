@@ -16,21 +16,25 @@ ALLOC_HIDDEN CPerfAlloc_Freed *g_freedSnapshot;
 ALLOC_HIDDEN uint64_t g_freedCount;
 ALLOC_HIDDEN size_t g_freedBytes;
 ALLOC_HIDDEN CPerfAlloc_Stats g_stats;
+ALLOC_HIDDEN CPerfAlloc_Freed *g_stackTotals;
+ALLOC_HIDDEN uint64_t g_stackTotalCount;
+ALLOC_HIDDEN size_t g_stackTotalsBytes;
 
-// Copies a freed table's categories into the snapshot from index f (its lost frees as
-// one entry with key UINT64_MAX); returns the next index.
-ALLOC_HIDDEN uint64_t snapshotFreed(const FreedTable *t, uint64_t f, uint64_t capacity) {
-  for (uint64_t j = 0; g_freedSnapshot && t->slots && j < FREED_SLOTS + SIZE_CLASS_SLOTS; j++) {
+// Copies a freed table's categories into `out` from index f (its lost frees as one entry
+// with key UINT64_MAX); returns the next index.
+ALLOC_HIDDEN uint64_t snapshotFreed(const FreedTable *t, CPerfAlloc_Freed *out, uint64_t f, uint64_t capacity,
+                                    bool stackKeys) {
+  for (uint64_t j = 0; out && t->slots && j < FREED_SLOTS + SIZE_CLASS_SLOTS; j++) {
     if (t->slots[j].count == 0 || f >= capacity) continue;
-    g_freedSnapshot[f].key = t->slots[j].key;
-    g_freedSnapshot[f].count = t->slots[j].count;
-    g_freedSnapshot[f].bytes = t->slots[j].bytes;
+    out[f].key = stackKeys ? t->slots[j].key >> 1 : t->slots[j].key;
+    out[f].count = t->slots[j].count;
+    out[f].bytes = t->slots[j].bytes;
     f++;
   }
-  if (g_freedSnapshot && t->lost && f < capacity) {
-    g_freedSnapshot[f].key = UINT64_MAX;
-    g_freedSnapshot[f].count = t->lost;
-    g_freedSnapshot[f].bytes = 0;
+  if (out && t->lost && f < capacity) {
+    out[f].key = UINT64_MAX;
+    out[f].count = t->lost;
+    out[f].bytes = 0;
     f++;
   }
   return f;
@@ -109,6 +113,12 @@ const CPerfAlloc_Freed *CPerfAlloc_freed(uint64_t *count) {
   bool ok = atomic_load(&g_state) == STATE_STOPPED;
   if (count) *count = ok ? g_freedCount : 0;
   return ok ? g_freedSnapshot : NULL;
+}
+
+const CPerfAlloc_Freed *CPerfAlloc_allocationsByStack(uint64_t *count) {
+  bool ok = atomic_load(&g_state) == STATE_STOPPED;
+  if (count) *count = ok ? g_stackTotalCount : 0;
+  return ok ? g_stackTotals : NULL;
 }
 
 const CPerfAlloc_Mark *CPerfAlloc_marks(uint64_t *count) {

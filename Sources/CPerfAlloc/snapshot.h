@@ -16,6 +16,13 @@ extern ALLOC_HIDDEN uint64_t g_freedCount;
 extern ALLOC_HIDDEN size_t g_freedBytes;
 extern ALLOC_HIDDEN CPerfAlloc_Stats g_stats;
 
-ALLOC_HIDDEN uint64_t snapshotFreed(const FreedTable *t, uint64_t f, uint64_t capacity);
+extern ALLOC_HIDDEN CPerfAlloc_Freed *g_stackTotals;
+extern ALLOC_HIDDEN uint64_t g_stackTotalCount;
+extern ALLOC_HIDDEN size_t g_stackTotalsBytes;
+
+// Copies a freed-style table into `out` from index f; with `stackKeys`, keys are
+// stackId << 1 and leave as stack ids. Returns the next index.
+ALLOC_HIDDEN uint64_t snapshotFreed(const FreedTable *t, CPerfAlloc_Freed *out, uint64_t f, uint64_t capacity,
+                                    bool stackKeys);
 
 #endif

@@ -58,6 +58,11 @@ struct HTMLBrowserTests {
     #expect(flame.allFrames.systemFrames > 0, "system frames show with Hide System Libraries off")
     #expect(flame.allFrames.total == flame.bytes.total)
     #expect(flame.zoomed == true)
+    // Switched to everything allocated while recording: the report's totals by stack.
+    let totals = try #require(report.allocations?.totalStacks)
+    #expect(flame.totalBytes?.total == Double(totals.reduce(0) { $0 + $1.bytes }))
+    #expect(flame.totalCount?.total == Double(totals.reduce(0) { $0 + $1.count }))
+    #expect((flame.totalBytes?.total ?? 0) >= flame.bytes.total)
     // Scenarios that mark generations get a leak check at each mark, drawn as a table.
     #expect(selfTest.dom.contains("<th>Cycle types</th>") == !(report.leaks?.checks ?? []).isEmpty)
     #expect((report.leaks?.checks?.count ?? 0) == report.marks.count)
@@ -392,6 +397,8 @@ struct SelfTest: Decodable {
     var bytes: FlameView
     var count: FlameView
     var allFrames: FlameView
+    var totalBytes: FlameView?
+    var totalCount: FlameView?
     var zoomed: Bool?
     var changes: [FlameChange]?
   }

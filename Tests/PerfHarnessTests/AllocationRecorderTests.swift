@@ -255,6 +255,44 @@ extension ProcessWideRecording {
       #expect(Set(recording.liveBlocks.filter { $0.isSwiftObject }.map(\.threadID)).count >= 2)
     }
 
+    /// pprof's alloc_objects/alloc_space and the total-bytes views: every allocation under
+    /// its stack, freed or kept, on whichever thread and table (nursery or stripe) it went.
+    @Test func totalsByStackCountEveryAllocation() throws {
+      let bin = ProbeBin()
+      let recorder = try AllocationRecorder.start(mode: .fullStacks)
+      let finished = DispatchGroup()
+      for _ in 0..<4 {
+        finished.enter()
+        Thread {
+          defer { finished.leave() }
+          var kept: [AnyObject] = []
+          var dropped: [AnyObject] = []
+          for i in 0..<3000 {
+            dropped.append(AllocProbeThreadedDropped())
+            // Beyond a nursery's 1024 slots: some leave it for the stripes before they die.
+            if dropped.count == 1500 { dropped.removeAll(keepingCapacity: true) }
+            if i % 3 == 0 { kept.append(AllocProbeThreadedKept()) }
+          }
+          dropped.removeAll()
+          bin.add(kept)
+        }.start()
+      }
+      finished.wait()
+      let recording = recorder.stop()
+      let report = Self.report(recording, symbolizer: try Symbolizer())
+      bin.removeAll()
+      func sum(_ stacks: [(count: Int, frames: [Int])], _ type: String) -> Int {
+        stacks.filter { report.frames(at: $0.frames).contains { $0.symbol.contains(type) } }.reduce(0) { $0 + $1.count }
+      }
+      let totals = (report.totalStacks ?? []).map { (count: $0.count, frames: $0.frames) }
+      let persistent = (report.persistentStacks ?? []).map { (count: $0.count, frames: $0.frames) }
+      #expect(sum(totals, "AllocProbeThreadedDropped") == 4 * 3000)
+      #expect(sum(totals, "AllocProbeThreadedKept") == 4 * 1000)
+      #expect(sum(persistent, "AllocProbeThreadedKept") == 4 * 1000)
+      #expect(sum(persistent, "AllocProbeThreadedDropped") == 0)
+      #expect(report.lost.stackTotals == 0)
+    }
+
     /// Objects and C blocks freed, or reallocated, on other threads than the ones that
     /// allocated them (gone by then), with and without marks taken meanwhile: still
     /// matched exactly.

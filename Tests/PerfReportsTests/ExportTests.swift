@@ -368,6 +368,30 @@ private func smallProfile() -> Profile {
     #expect(Pprof.heapProfile(AllocationStackExportTests.withoutStacks()) == nil)
   }
 
+  @Test("heap.pb.gz with totals: alloc_objects, alloc_space, inuse_objects, inuse_space per stack, in Go's order")
+  func heapProfileWithTotals() throws {
+    var allocations = Self.allocations()
+    // The first stack allocated 10 blocks and kept 3; a third one kept nothing.
+    allocations.totalStacks = [
+      .init(count: 10, bytes: 2000, frames: [0, 1, 2]), .init(count: 2, bytes: 100, frames: [0, 3, 2]),
+      .init(count: 7, bytes: 70, frames: [0, 2]),
+    ]
+    let text = try PprofTests.decode(try #require(Pprof.heapProfile(allocations)))
+    let types = text.components(separatedBy: "\n").filter { $0.hasPrefix("sample_type") }.count
+    #expect(types == 4, "\(text)")
+    for name in ["alloc_objects", "alloc_space", "inuse_objects", "inuse_space"] {
+      #expect(text.contains("string_table: \"\(name)\""), "\(name)")
+    }
+    #expect(
+      text.contains(
+        "location_id: 1\n  location_id: 2\n  location_id: 3\n  value: 10\n  value: 2000\n  value: 3\n  value: 600\n"),
+      "\(text)")
+    #expect(
+      text.contains(
+        "location_id: 1\n  location_id: 4\n  location_id: 3\n  value: 2\n  value: 100\n  value: 2\n  value: 100\n"))
+    #expect(text.contains("location_id: 1\n  location_id: 3\n  value: 7\n  value: 70\n  value: 0\n  value: 0\n"))
+  }
+
   static func withoutStacks() -> AllocationsReport {
     var report = allocations()
     report.persistentStacks = nil

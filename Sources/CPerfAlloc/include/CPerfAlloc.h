@@ -139,6 +139,7 @@ typedef struct CPerfAlloc_Stats {
   uint64_t preexistingBytes;
   uint32_t nurseries;  // per-thread tables of young blocks mapped (at most 256; reused)
   uint32_t unused;
+  uint64_t lostStackTotals;  // allocations counted under UINT64_MAX in the totals by stack (table full)
 } CPerfAlloc_Stats;
 
 /// Tracks every block from now on, before any session, so that the next session's
@@ -234,6 +235,11 @@ const CPerfAlloc_Block *CPerfAlloc_blocks(uint64_t *count);
 /// live at stop: address, size, tid, flags and metadata only. NULL when not tracked.
 const CPerfAlloc_Block *CPerfAlloc_preexistingBlocks(uint64_t *count);
 const CPerfAlloc_Freed *CPerfAlloc_freed(uint64_t *count);
+/// Full stacks only: every allocation while recording (freed or not) by stack, for the
+/// total-bytes views and pprof's alloc_objects/alloc_space. `key` is the stack id (see
+/// CPerfAlloc_stackFrames), UINT64_MAX for allocations whose stack found no room
+/// (stats.lostStackTotals). One entry per stack per internal table: merge equal keys.
+const CPerfAlloc_Freed *CPerfAlloc_allocationsByStack(uint64_t *count);
 const CPerfAlloc_Mark *CPerfAlloc_marks(uint64_t *count);
 const CPerfAlloc_TimelinePoint *CPerfAlloc_timeline(uint64_t *count);
 /// Leaf first: frames[0] is the return address in malloc's caller. NULL for id 0 or an

@@ -39,6 +39,9 @@ public final class ProgramRecording: @unchecked Sendable {
   /// Starts every configured instrument.
   public init(configuration: RecordingConfiguration) throws {
     self.configuration = configuration
+    // What starting allocates is the harness's, not the program's.
+    let previous = CPerfAlloc_setIgnoringAllocations(1)
+    defer { _ = CPerfAlloc_setIgnoringAllocations(previous) }
     recording = Self.onRecording { Recording(configuration: configuration) }
     let started: Result<Void, any Error> = Self.onRecording { [recording] in Result { try recording.start() } }
     try started.get()
@@ -47,10 +50,13 @@ public final class ProgramRecording: @unchecked Sendable {
   /// Marks a generation: memory allocated from here to the next mark belongs to it. After
   /// `finish` it does nothing.
   public func markGeneration(_ label: String) {
+    // Called on the program's thread (perfharness_mark): what marking allocates is the
+    // harness's.
+    let previous = CPerfAlloc_setIgnoringAllocations(1)
+    defer { _ = CPerfAlloc_setIgnoringAllocations(previous) }
     lock.withLock {
       guard !finished else { return }
-      let copy = AllocationRecorder.harnessCopy(label)
-      Self.onRecording { [recording] in recording.markGeneration(label: copy) }
+      Self.onRecording { [recording] in recording.markGeneration(label: label) }
     }
   }
 

@@ -90,24 +90,47 @@ public enum Pprof {
     return Gzip.stored(message.data)
   }
 
-  /// What was still live at the end of the run by allocation stack: `inuse_objects/count`
-  /// and `inuse_space/bytes` (pprof's heap profile; the recorder keeps stacks for live
-  /// blocks only, so the `alloc_*` types are not written). Nil when recorded without stacks.
+  /// The heap profile by allocation stack: `alloc_objects/count` and `alloc_space/bytes`
+  /// (everything allocated while recording, `totalStacks`) and `inuse_objects/count` and
+  /// `inuse_space/bytes` (what was still live at the end, `persistentStacks`), pprof's four
+  /// heap types in Go's order; reports written before `totalStacks` give the `inuse_*`
+  /// pair only. Nil when recorded without stacks.
   public static func heapProfile(_ allocations: AllocationsReport) -> Data? {
-    guard let stacks = allocations.persistentStacks else { return nil }
+    guard let persistent = allocations.persistentStacks else { return nil }
+    let totals = allocations.totalStacks
     var strings = StringTable()
     var message = ProtobufWriter()
-    let objectsType = valueType(strings.index("inuse_objects"), strings.index("count"))
-    let spaceType = valueType(strings.index("inuse_space"), strings.index("bytes"))
-    message.bytes(field: 1, objectsType)
-    message.bytes(field: 1, spaceType)
+    let names = (totals != nil ? ["alloc_objects", "alloc_space"] : []) + ["inuse_objects", "inuse_space"]
+    var spaceType = Data()
+    for name in names {
+      let type = valueType(strings.index(name), strings.index(name.hasSuffix("objects") ? "count" : "bytes"))
+      message.bytes(field: 1, type)
+      if name == "inuse_space" { spaceType = type }
+    }
+    // One sample per stack: its totals and what of it was live, in `names`' order.
+    var order: [[Int]] = []
+    var values: [[Int]: [Int]] = [:]
+    var categories: [[Int]: String] = [:]
+    func add(_ frames: [Int], at offset: Int, count: Int, bytes: Int) {
+      if values[frames] == nil {
+        order.append(frames)
+        values[frames] = Array(repeating: 0, count: names.count)
+      }
+      values[frames]![offset] += count
+      values[frames]![offset + 1] += bytes
+    }
+    for stack in totals ?? [] { add(stack.frames, at: 0, count: stack.count, bytes: stack.bytes) }
+    for stack in persistent {
+      add(stack.frames, at: names.count - 2, count: stack.count, bytes: stack.bytes)
+      categories[stack.frames] = categories[stack.frames] ?? stack.category
+    }
     var locationIDs: [String: UInt64] = [:]
     var locations = ProtobufWriter()
     var functions = FunctionTable()
     let categoryKey = strings.index("object")
-    for stack in stacks {
+    for frames in order {
       var ids: [UInt64] = []
-      for frame in allocations.frames(of: stack) {
+      for frame in allocations.frames(at: frames) {
         let functionID = functions.id(name: frame.symbol, module: frame.module, file: frame.file, strings: &strings)
         let locationKey = "\(functionID):\(frame.line ?? 0)"
         if let known = locationIDs[locationKey] {
@@ -127,11 +150,13 @@ public enum Pprof {
       }
       var sample = ProtobufWriter()
       sample.packed(field: 1, ids)  // leaf first, as the stack is
-      sample.packed(field: 2, [UInt64(stack.count), UInt64(stack.bytes)])
-      var label = ProtobufWriter()
-      label.varint(field: 1, UInt64(categoryKey))
-      label.varint(field: 2, UInt64(strings.index(stack.category)))
-      sample.bytes(field: 3, label.data)
+      sample.packed(field: 2, values[frames]!.map { UInt64($0) })
+      if let category = categories[frames] {
+        var label = ProtobufWriter()
+        label.varint(field: 1, UInt64(categoryKey))
+        label.varint(field: 2, UInt64(strings.index(category)))
+        sample.bytes(field: 3, label.data)
+      }
       message.bytes(field: 2, sample.data)
     }
     message.append(locations)

@@ -97,6 +97,11 @@ struct AllocationRecording: Sendable {
   /// tracked every block from its start (`CPerfAlloc_trackAllBlocks`); else empty. The
   /// leaks instrument scans them as holders; no statistic counts them.
   var preexistingBlocks: [RecordedBlock] = []
+  /// Full stacks: every allocation while recording (freed or not) by stack id; their
+  /// frames are in `stacks` too.
+  var allocationsByStack: [UInt32: FreedAggregate] = [:]
+  /// Allocations the totals by stack could not place (their table was full).
+  var lostStackTotals = 0
 
   func category(for key: AllocationCategoryKey) -> AllocationCategory {
     if let known = categories[key] { return known }
@@ -259,10 +264,14 @@ final class AllocationRecorder: Sendable {
   }
 
   private static func readStacks(of blocks: [RecordedBlock], into stacks: inout [UInt32: [UInt]]) {
-    for block in blocks where block.stackID != 0 && stacks[block.stackID] == nil {
+    readStacks(ids: blocks.lazy.map(\.stackID), into: &stacks)
+  }
+
+  private static func readStacks(ids: some Sequence<UInt32>, into stacks: inout [UInt32: [UInt]]) {
+    for id in ids where id != 0 && stacks[id] == nil {
       var depth: UInt32 = 0
-      if let frames = CPerfAlloc_stackFrames(block.stackID, &depth) {
-        stacks[block.stackID] = UnsafeBufferPointer(start: frames, count: Int(depth)).map { UInt($0) }
+      if let frames = CPerfAlloc_stackFrames(id, &depth) {
+        stacks[id] = UnsafeBufferPointer(start: frames, count: Int(depth)).map { UInt($0) }
       }
     }
   }
@@ -308,6 +317,15 @@ final class AllocationRecorder: Sendable {
 
     var stacks: [UInt32: [UInt]] = [:]
     readStacks(of: liveBlocks, into: &stacks)
+    var allocationsByStack: [UInt32: FreedAggregate] = [:]
+    if let entries = CPerfAlloc_allocationsByStack(&count) {
+      for entry in UnsafeBufferPointer(start: entries, count: Int(count)) where entry.key != UInt64.max {
+        let id = UInt32(truncatingIfNeeded: entry.key)
+        allocationsByStack[id, default: FreedAggregate(count: 0, bytes: 0)].count += Int(entry.count)
+        allocationsByStack[id]!.bytes += Int(entry.bytes)
+      }
+    }
+    readStacks(ids: allocationsByStack.keys, into: &stacks)
 
     var marks: [AllocationGenerationMark] = []
     if let raw = CPerfAlloc_marks(&count) {
@@ -342,6 +360,7 @@ final class AllocationRecorder: Sendable {
       liveBytesAtEnd: Int(stats.liveBytes), lostBlocks: Int(stats.lostBlocks), lostStacks: Int(stats.lostStacks),
       lostFreedKeys: Int(stats.lostFreedKeys), lostTimeline: Int(stats.lostTimeline),
       blockTableBytes: Int(stats.blockTableBytes), stackTableBytes: Int(stats.stackTableBytes),
-      swiftObjectSites: Int(stats.swiftObjectSites), preexistingBlocks: preexistingBlocks)
+      swiftObjectSites: Int(stats.swiftObjectSites), preexistingBlocks: preexistingBlocks,
+      allocationsByStack: allocationsByStack, lostStackTotals: Int(stats.lostStackTotals))
   }
 }

@@ -119,6 +119,7 @@ struct AllocationsAnalysis {
 
     // Persistent blocks by stack: the heaviest stacks, symbolized once each.
     var persistentStacks: [AllocationsReport.PersistentStack]?
+    var totalStacks: [AllocationsReport.TotalStack]?
     var stackFrames: [AllocationsReport.StackFrame]?
     if recording.mode == .fullStacks {
       var frameIndex: [AllocationsReport.StackFrame: Int] = [:]
@@ -140,14 +141,29 @@ struct AllocationsAnalysis {
         byStack[block.stackID]!.bytes += block.size
         byStack[block.stackID]!.bytesByCategory[block.categoryKey, default: 0] += block.size
       }
-      persistentStacks = byStack.sorted { ($0.value.bytes, $1.key) > ($1.value.bytes, $0.key) }
-        .prefix(Self.persistentStackLimit).map { id, tally in
-          let heaviest = tally.bytesByCategory.max { ($0.value, "\($1.key)") < ($1.value, "\($0.key)") }?.key
-          return AllocationsReport.PersistentStack(
-            count: tally.count, bytes: tally.bytes,
-            category: heaviest.map { recording.category(for: $0).name } ?? "",
-            frames: symbolizedStack(id).map(index))
-        }
+      let keptPersistent = byStack.sorted { ($0.value.bytes, $1.key) > ($1.value.bytes, $0.key) }
+        .prefix(Self.persistentStackLimit)
+      persistentStacks = keptPersistent.map { id, tally in
+        let heaviest = tally.bytesByCategory.max { ($0.value, "\($1.key)") < ($1.value, "\($0.key)") }?.key
+        return AllocationsReport.PersistentStack(
+          count: tally.count, bytes: tally.bytes,
+          category: heaviest.map { recording.category(for: $0).name } ?? "",
+          frames: symbolizedStack(id).map(index))
+      }
+      // The heaviest stacks, and every persistent stack kept above: a reader pairs each
+      // persistent stack with its total.
+      let heaviestTotals = recording.allocationsByStack.sorted { ($0.value.bytes, $1.key) > ($1.value.bytes, $0.key) }
+        .prefix(Self.persistentStackLimit).map(\.key)
+      var totalIDs = heaviestTotals
+      var seen = Set(heaviestTotals)
+      for (id, _) in keptPersistent where recording.allocationsByStack[id] != nil && seen.insert(id).inserted {
+        totalIDs.append(id)
+      }
+      totalStacks = totalIDs.map { id in
+        let total = recording.allocationsByStack[id]!
+        return AllocationsReport.TotalStack(
+          count: total.count, bytes: total.bytes, frames: symbolizedStack(id).map(index))
+      }
       stackFrames = table
     }
 
@@ -160,11 +176,12 @@ struct AllocationsAnalysis {
       totals: totals, categories: categories, generations: generations, timeline: timeline,
       lost: AllocationsReport.Lost(
         blocks: recording.lostBlocks, stacks: recording.lostStacks,
-        freedCategories: recording.lostFreedKeys, timelinePoints: recording.lostTimeline),
+        freedCategories: recording.lostFreedKeys, timelinePoints: recording.lostTimeline,
+        stackTotals: recording.mode == .fullStacks ? recording.lostStackTotals : nil),
       overhead: AllocationsReport.Overhead(
         blockTableBytes: recording.blockTableBytes, stackTableBytes: recording.stackTableBytes,
         bytesPerLiveBlock: persistentCount > 0 ? Double(recording.blockTableBytes) / Double(persistentCount) : 0),
-      persistentStacks: persistentStacks, stackFrames: stackFrames)
+      persistentStacks: persistentStacks, stackFrames: stackFrames, totalStacks: totalStacks)
   }
 
   /// Stacks kept in `persistentStacks`, heaviest first.

@@ -23,8 +23,21 @@ public struct AllocationsReport: Codable, Sendable, Equatable {
   /// `AllocationsAnalysis.persistentStackLimit`): the allocation flame graph's and the
   /// exports' input. Nil when recorded without stacks.
   public var persistentStacks: [PersistentStack]? = nil
-  /// The frames `persistentStacks` index into, each once.
+  /// The frames `persistentStacks` and `totalStacks` index into, each once.
   public var stackFrames: [StackFrame]? = nil
+  /// Everything allocated while recording (freed or not) by allocation stack, heaviest
+  /// first (at most `AllocationsAnalysis.persistentStackLimit`): the total-bytes and
+  /// count views and pprof's alloc_objects/alloc_space. Nil when recorded without stacks
+  /// (and in reports written before the key).
+  public var totalStacks: [TotalStack]? = nil
+
+  /// One allocation stack's allocations over the whole recording.
+  public struct TotalStack: Codable, Sendable, Equatable {
+    public var count: Int
+    public var bytes: Int
+    /// Indices into `stackFrames`, leaf first.
+    public var frames: [Int]
+  }
 
   public struct PersistentStack: Codable, Sendable, Equatable {
     public var count: Int
@@ -37,8 +50,13 @@ public struct AllocationsReport: Codable, Sendable, Equatable {
 
   /// A persistent stack's frames, leaf first.
   public func frames(of stack: PersistentStack) -> [StackFrame] {
+    frames(at: stack.frames)
+  }
+
+  /// Frames by their indices into `stackFrames`, leaf first.
+  public func frames(at indices: [Int]) -> [StackFrame] {
     let table = stackFrames ?? []
-    return stack.frames.compactMap { table.indices.contains($0) ? table[$0] : nil }
+    return indices.compactMap { table.indices.contains($0) ? table[$0] : nil }
   }
 
   public struct Totals: Codable, Sendable, Equatable {
@@ -123,6 +141,8 @@ public struct AllocationsReport: Codable, Sendable, Equatable {
     /// Frees counted under "Malloc (uncategorized)" (category table full).
     public var freedCategories: Int
     public var timelinePoints: Int
+    /// Allocations left out of `totalStacks` (the table of totals by stack was full).
+    public var stackTotals: Int? = nil
   }
 
   public struct Overhead: Codable, Sendable, Equatable {

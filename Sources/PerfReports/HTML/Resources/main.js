@@ -135,6 +135,12 @@ function selfTest() {
       }
       $('aflame-count').click();
       result.allocationFlame.count = flameView();
+      if ($('aflame-total-bytes')) {
+        $('aflame-total-bytes').click();
+        result.allocationFlame.totalBytes = flameView();
+        $('aflame-total-count').click();
+        result.allocationFlame.totalCount = flameView();
+      }
       $('aflame-bytes').click();
       $('aflame-hide').click();
       result.allocationFlame.allFrames = flameView();

@@ -73,9 +73,11 @@ var categoryTable = null;
 
 // ---- Allocations: what was live at the end by allocation stack, as a flame graph. ----
 // Root first, the category of the stack's blocks last. Hide System Libraries keeps the
-// program's own frames, as Instruments' option does.
+// program's own frames, as Instruments' option does. Switchable to everything allocated
+// while recording (total bytes and counts, `totalStacks`), whose stacks carry no category.
 function AllocationFlame(a) {
   this.stacks = a.persistentStacks || [];
+  this.totals = a.totalStacks || [];
   this.frames = a.stackFrames || [];
   this.metric = 'bytes';
   this.hideSystemLibraries = true;
@@ -97,22 +99,38 @@ AllocationFlame.prototype.html = function () {
   }
   return '<div class="toolbar"><label><input type="radio" name="aflame-metric" id="aflame-bytes" checked> ' +
     'Persistent bytes</label> <label><input type="radio" name="aflame-metric" id="aflame-count"> # Persistent' +
-    '</label> <label><input type="checkbox" id="aflame-hide" checked> Hide System Libraries</label> ' +
+    '</label> ' + (this.totals.length ? '<label><input type="radio" name="aflame-metric" id="aflame-total-bytes"> ' +
+      'Total bytes</label> <label><input type="radio" name="aflame-metric" id="aflame-total-count"> # Total</label> '
+      : '') +
+    '<label><input type="checkbox" id="aflame-hide" checked> Hide System Libraries</label> ' +
     (this.baselines ? '<label class="flame-diff"><input type="checkbox" id="aflame-diff" checked> Colour by the ' +
       'change from the baseline</label> ' : '') +
     '<button id="aflame-reset" hidden>Reset zoom</button> <span class="muted">(click a frame to zoom)</span>' +
     '</div><div class="flame" id="aflame"></div>';
 };
+// Whether the view weighs everything allocated (totalStacks) rather than what was live.
+AllocationFlame.prototype.showsTotals = function () {
+  return this.metric === 'totalBytes' || this.metric === 'totalCount';
+};
+AllocationFlame.prototype.weighsBytes = function () {
+  return this.metric === 'bytes' || this.metric === 'totalBytes';
+};
 AllocationFlame.prototype.roots = function () {
   var self = this, top = { children: {}, order: [] };
-  this.stacks.forEach(function (stack, index) {
-    var weight = self.metric === 'bytes' ? stack.bytes : stack.count;
-    var base = self.baselines ? self.baselines.get(index) : null;
-    var before = base ? (self.metric === 'bytes' ? base.bytes : base.count) : 0;
+  var totals = this.showsTotals();
+  (totals ? this.totals : this.stacks).forEach(function (stack, index) {
+    var weight = self.weighsBytes() ? stack.bytes : stack.count;
+    // The baseline holds what it kept live: the totals have nothing to compare with.
+    var base = self.baselines && !totals ? self.baselines.get(index) : null;
+    var before = base ? (self.weighsBytes() ? base.bytes : base.count) : 0;
     var path = stack.frames.slice().reverse().map(function (index) { return self.frames[index]; })
       .filter(function (frame) { return frame && (frame.isApp || !self.hideSystemLibraries); })
       .map(function (frame) { return { name: frame.symbol, module: frame.module, isApp: frame.isApp, kind: 'frame' }; });
-    path.push({ name: stack.category, module: '', isApp: false, kind: 'category' });
+    if (!totals) {
+      path.push({ name: stack.category, module: '', isApp: false, kind: 'category' });
+    } else if (!path.length) {
+      path.push({ name: '<system libraries>', module: '', isApp: false, kind: 'frame' });
+    }
     var node = top, key = '';
     path.forEach(function (step) {
       key += '/' + step.name;
@@ -141,6 +159,10 @@ AllocationFlame.prototype.attach = function () {
   var self = this;
   $('aflame-bytes').addEventListener('change', function () { self.metric = 'bytes'; self.draw(); });
   $('aflame-count').addEventListener('change', function () { self.metric = 'count'; self.draw(); });
+  if ($('aflame-total-bytes')) {
+    $('aflame-total-bytes').addEventListener('change', function () { self.metric = 'totalBytes'; self.draw(); });
+    $('aflame-total-count').addEventListener('change', function () { self.metric = 'totalCount'; self.draw(); });
+  }
   $('aflame-hide').addEventListener('change', function (event) {
     self.hideSystemLibraries = event.target.checked;
     self.zoomKey = null;
@@ -182,10 +204,10 @@ AllocationFlame.prototype.draw = function () {
   var roots = this.roots();
   var zoomed = this.zoomKey !== null ? findRow(roots, this.zoomKey) : null;
   $('aflame-reset').hidden = !zoomed;
-  var format = this.metric === 'bytes' ? bytes : function (n) { return int(n) + ' blocks'; };
+  var format = this.weighsBytes() ? bytes : function (n) { return int(n) + ' blocks'; };
   var top = zoomed ? [zoomed] : roots;
   var drawn = icicle(top, $('aflame'), format, 'Allocation flame graph',
-    this.differential ? this.changePaint(top, format) : null);
+    this.differential && !this.showsTotals() ? this.changePaint(top, format) : null);
   $('aflame').innerHTML = drawn.rects ? drawn.svg : '<p class="muted">Nothing to draw.</p>';
   $('aflame').dataset.rects = drawn.rects;
   $('aflame').dataset.total = drawn.total;
