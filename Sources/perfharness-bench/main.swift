@@ -601,22 +601,29 @@ for (key, label) in [
       meetsTarget: nil,
       detail: String(format: "median %.0f ms vs %.0f ms plain (separate processes)", median(times), plainPeer)))
 }
-for (name, target) in [("countsOnly", 1.2), ("fullStacks", 2.0)] {
-  // #24: the preloaded recorder costs what the linked one does, on the binary heaptrack runs.
+for name in ["countsOnly", "fullStacks"] {
+  // #24: the preloaded recorder costs what the linked one does, on the binary heaptrack
+  // runs. Compared as time added per malloc+free: the two untracked baselines differ (the
+  // standalone binary's runs faster than the bench process's, whose hooks forward even when
+  // not recording), so the ratios do not compare.
   let times = peerTimes["record-\(name)"] ?? []
   let ratio = times.isEmpty ? .nan : median(times) / plainPeer
-  let linked = median(zip(allocationTimes[name] ?? [], allocationTimes["plain"] ?? []).map { $0 / $1 })
+  let addedRecord = (median(times) - plainPeer) * 1e6 / Double(churnOperations)
+  let linkedRatio = median(zip(allocationTimes[name] ?? [], allocationTimes["plain"] ?? []).map { $0 / $1 })
+  let addedLinked = (median(allocationTimes[name] ?? []) - plainChurn) * 1e6 / Double(churnOperations)
   figures.append(
     Figure(
       name:
-        "perfharness record, Allocations \(name == "countsOnly" ? "types and counts only" : "with full stacks"): wall time vs untracked",
-      measured: ratio, unit: "x", target: "< \(target)x, as linked", meetsTarget: times.isEmpty ? nil : ratio < target,
+        "perfharness record, Allocations \(name == "countsOnly" ? "types and counts only" : "with full stacks"): time added per malloc+free",
+      measured: addedRecord, unit: "ns", target: "<= 1.25x linked's",
+      meetsTarget: times.isEmpty ? nil : addedRecord <= addedLinked * 1.25,
       detail: times.isEmpty
         ? "perfharness record did not run"
         : String(
           format:
-            "bench-workload preloaded (the binary the peers run): median %.0f ms vs %.0f ms plain (separate processes); linked into this process: %.2fx; heaptrack on the same binary: %.2fx",
-          median(times), plainPeer, linked, median(peerTimes["heaptrack"] ?? [.nan]) / plainPeer)))
+            "bench-workload preloaded (the binary the peers run): median %.0f ms vs %.0f ms untracked (%.2fx, separate processes); linked into this process: %.1f ns added (%.2fx, against %.0f ms untracked); heaptrack on the same binary: %.2fx",
+          median(times), plainPeer, ratio, addedLinked, linkedRatio, plainChurn,
+          median(peerTimes["heaptrack"] ?? [.nan]) / plainPeer)))
 }
 if let perf = tool("perf") {
   var perfTimes: [Double] = []

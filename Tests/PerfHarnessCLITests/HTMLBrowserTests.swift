@@ -289,6 +289,11 @@ struct HTMLBrowserTests {
     let liveNow = stacks.reduce(0) { $0 + $1.bytes }
     let liveThen = baselines.reduce(0) { $0 + $1.bytes }
     #expect(liveNow > liveThen, "the starter keeps more live at the end than the fixed run did on the same stacks")
+    // The totals (everything allocated) are compared the same way, stack by stack.
+    let totalBaselines = try #require(report.comparison?.totalStackBaselines)
+    let totals = try #require(report.allocations?.totalStacks)
+    #expect(!totalBaselines.isEmpty && totalBaselines.allSatisfy { totals.indices.contains($0.stack) })
+    #expect((selfTest.allocationFlame?.totalChanges ?? 0) > 0, "the total views are not painted by the change")
   }
 
   @Test("report --html into a folder that does not exist fails with exit 1 and names the path")
@@ -399,6 +404,7 @@ struct SelfTest: Decodable {
     var allFrames: FlameView
     var totalBytes: FlameView?
     var totalCount: FlameView?
+    var totalChanges: Int?
     var zoomed: Bool?
     var changes: [FlameChange]?
   }

@@ -306,6 +306,33 @@ struct BaselineComparisonTests {
       ], "the new stack has no baseline; the baseline's gone stack has no place in this run")
   }
 
+  @Test("the totals by stack are matched by frames (no category): each of this run's with the baseline's total")
+  func totalStackBaselines() throws {
+    func run(_ stacks: [(count: Int, frames: [Int])]) -> Report {
+      var run = report()
+      run.allocations?.stackFrames = [
+        .init(symbol: "swift_allocObject", module: "libswiftCore.so", isApp: false),
+        .init(symbol: "App.Cache.store(_:)", module: "App", file: "/src/Cache.swift", line: 12, isApp: true),
+        .init(symbol: "App.Router.push(_:)", module: "App", file: "/src/Router.swift", line: 40, isApp: true),
+        .init(symbol: "App.Parser.parse(_:)", module: "App", file: "/src/Parser.swift", line: 7, isApp: true),
+      ]
+      run.allocations?.persistentStacks = []
+      run.allocations?.totalStacks = stacks.map { .init(count: $0.count, bytes: $0.count * 32, frames: $0.frames) }
+      return run
+    }
+    let baseline = run([(1000, [0, 1]), (30, [0, 2]), (9, [0, 3])])
+    let current = run([(40, [0, 2]), (5000, [0, 1]), (3, [0, 0, 3, 3])])
+    let comparison = BaselineComparison.compare(current, with: baseline, baselinePath: "base.json")
+    #expect(
+      comparison.totalStackBaselines == [
+        .init(stack: 0, bytes: 960, count: 30), .init(stack: 1, bytes: 32_000, count: 1000),
+      ])
+    var withoutTotals = baseline
+    withoutTotals.allocations?.totalStacks = nil
+    #expect(
+      BaselineComparison.compare(current, with: withoutTotals, baselinePath: "base.json").totalStackBaselines == nil)
+  }
+
   @Test("a failing count names the allocation stack whose count grew most, of that type for a type's row")
   func allocationStackWhoseCountGrew() throws {
     func run(entries: Int, screens: Int) -> Report {

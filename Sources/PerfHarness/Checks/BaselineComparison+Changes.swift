@@ -96,6 +96,28 @@ extension BaselineComparison {
     return result
   }
 
+  /// Each of `current`'s total stacks that `baseline` had too (same frames by symbol and
+  /// line), with what the baseline allocated there; as for the persistent stacks, the first
+  /// of `current`'s stacks that share a key carries the figure.
+  static func totalStackBaselines(from baseline: AllocationsReport, to current: AllocationsReport)
+    -> [AllocationStackBaseline]
+  {
+    func key(_ report: AllocationsReport, _ stack: AllocationsReport.TotalStack) -> String {
+      report.frames(at: stack.frames).map { "\($0.symbol)@\($0.line ?? 0)" }.joined(separator: "\n")
+    }
+    var before: [String: (bytes: Int, count: Int)] = [:]
+    for stack in baseline.totalStacks ?? [] {
+      let tally = before[key(baseline, stack), default: (0, 0)]
+      before[key(baseline, stack)] = (tally.bytes + stack.bytes, tally.count + stack.count)
+    }
+    var result: [AllocationStackBaseline] = []
+    for (index, stack) in (current.totalStacks ?? []).enumerated() {
+      guard let tally = before.removeValue(forKey: key(current, stack)) else { continue }
+      result.append(AllocationStackBaseline(stack: index, bytes: tally.bytes, count: tally.count))
+    }
+    return result
+  }
+
   static func allocationChanges(from baseline: AllocationsReport, to current: AllocationsReport)
     -> [AllocationChange]
   {

@@ -38,6 +38,10 @@ public struct BaselineComparison: Codable, Sendable, Equatable {
   /// graph colours by against the baseline. Stacks the baseline did not have are left out
   /// (it kept nothing there). Nil when either run kept no allocation stacks.
   public var allocationStackBaselines: [AllocationStackBaseline]? = nil
+  /// The same for everything allocated: for each of this run's `allocations.totalStacks`
+  /// the baseline had too, what the baseline allocated there (`stack` indexes
+  /// `totalStacks`). Nil unless both runs kept totals by stack.
+  public var totalStackBaselines: [AllocationStackBaseline]? = nil
 
   public struct Row: Codable, Sendable, Equatable {
     public var metric: String
@@ -149,6 +153,9 @@ extension BaselineComparison {
       let grown = allocationChanges(from: base, to: now)
       comparison.allocationChanges = grown
       comparison.allocationStackBaselines = allocationStackBaselines(from: base, to: now)
+      if base.totalStacks != nil, now.totalStacks != nil {
+        comparison.totalStackBaselines = totalStackBaselines(from: base, to: now)
+      }
       // A byte figure that failed says where the new bytes were allocated.
       if let top = grown.first {
         for index in comparison.rows.indices

@@ -224,7 +224,8 @@ function comparisonHTML() {
       if (k === 'minimumCount' && isNum(v)) return [known[k], 'up to ' + v];
       return [known[k], shown(v)];
     });
-  var drawn = ['rows', 'functionChanges', 'functionShares', 'allocationChanges', 'allocationStackBaselines'];
+  var drawn = ['rows', 'functionChanges', 'functionShares', 'allocationChanges', 'allocationStackBaselines',
+    'totalStackBaselines'];
   Object.keys(c).forEach(function (k) {
     if (!(k in known) && drawn.indexOf(k) < 0) pairs.push([k, shown(c[k])]);
   });

@@ -138,6 +138,8 @@ function selfTest() {
       if ($('aflame-total-bytes')) {
         $('aflame-total-bytes').click();
         result.allocationFlame.totalBytes = flameView();
+        // Against a baseline, the totals' frames painted by the change in what was allocated.
+        result.allocationFlame.totalChanges = document.querySelectorAll('#aflame g[data-change]').length;
         $('aflame-total-count').click();
         result.allocationFlame.totalCount = flameView();
       }

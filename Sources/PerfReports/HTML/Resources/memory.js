@@ -84,11 +84,20 @@ function AllocationFlame(a) {
   this.zoomKey = null;
   // Against a baseline: what it kept live at each of these stacks (absent: nothing), so each
   // frame is coloured by how much more or less lives under it now.
+  // The same for the totals, by totalStacks index.
   this.baselines = null;
+  this.totalBaselines = null;
   var comparison = report.comparison;
+  function byStack(list) {
+    var map = new Map();
+    list.forEach(function (b) { map.set(b.stack, b); });
+    return map;
+  }
   if (comparison && Array.isArray(comparison.allocationStackBaselines)) {
-    var baselines = this.baselines = new Map();
-    comparison.allocationStackBaselines.forEach(function (b) { baselines.set(b.stack, b); });
+    this.baselines = byStack(comparison.allocationStackBaselines);
+  }
+  if (comparison && Array.isArray(comparison.totalStackBaselines)) {
+    this.totalBaselines = byStack(comparison.totalStackBaselines);
   }
   this.differential = this.baselines !== null;
 }
@@ -120,8 +129,8 @@ AllocationFlame.prototype.roots = function () {
   var totals = this.showsTotals();
   (totals ? this.totals : this.stacks).forEach(function (stack, index) {
     var weight = self.weighsBytes() ? stack.bytes : stack.count;
-    // The baseline holds what it kept live: the totals have nothing to compare with.
-    var base = self.baselines && !totals ? self.baselines.get(index) : null;
+    var baselines = totals ? self.totalBaselines : self.baselines;
+    var base = baselines ? baselines.get(index) : null;
     var before = base ? (self.weighsBytes() ? base.bytes : base.count) : 0;
     var path = stack.frames.slice().reverse().map(function (index) { return self.frames[index]; })
       .filter(function (frame) { return frame && (frame.isApp || !self.hideSystemLibraries); })
@@ -206,8 +215,9 @@ AllocationFlame.prototype.draw = function () {
   $('aflame-reset').hidden = !zoomed;
   var format = this.weighsBytes() ? bytes : function (n) { return int(n) + ' blocks'; };
   var top = zoomed ? [zoomed] : roots;
+  var comparable = this.showsTotals() ? this.totalBaselines : this.baselines;
   var drawn = icicle(top, $('aflame'), format, 'Allocation flame graph',
-    this.differential && !this.showsTotals() ? this.changePaint(top, format) : null);
+    this.differential && comparable ? this.changePaint(top, format) : null);
   $('aflame').innerHTML = drawn.rects ? drawn.svg : '<p class="muted">Nothing to draw.</p>';
   $('aflame').dataset.rects = drawn.rects;
   $('aflame').dataset.total = drawn.total;
