@@ -26,6 +26,12 @@ struct CompareCommand: ParsableCommand {
     help: "text: a table on stdout; json: the comparison as JSON; markdown: a table for a pull request.")
   var format: OutputFormat = .text
 
+  @Option(
+    help: ArgumentHelp(
+      "Write NEW's HTML report here with the comparison: its flame graphs coloured by the change from BASE.",
+      valueName: "path"))
+  var html: String?
+
   mutating func validate() throws {
     _ = try tolerances.tolerances()
   }
@@ -41,6 +47,16 @@ struct CompareCommand: ParsableCommand {
     }
     let comparison = BaselineComparison.compare(
       current, with: baseline, baselinePath: base, tolerances: try tolerances.tolerances())
+    if let html {
+      var compared = current
+      compared.comparison = comparison
+      do {
+        let page = try HTMLReport.render(compared)
+        try Data(page.utf8).write(to: URL(fileURLWithPath: html), options: .atomic)
+      } catch {
+        throw HarnessError("cannot write \(html): \(ReportWriter.describe(error))")
+      }
+    }
     switch format {
     case .text:
       print("\(current.scenario.name) [\(current.scenario.variant)] in \(new)")

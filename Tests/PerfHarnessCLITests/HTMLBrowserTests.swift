@@ -294,6 +294,16 @@ struct HTMLBrowserTests {
     let totals = try #require(report.allocations?.totalStacks)
     #expect(!totalBaselines.isEmpty && totalBaselines.allSatisfy { totals.indices.contains($0.stack) })
     #expect((selfTest.allocationFlame?.totalChanges ?? 0) > 0, "the total views are not painted by the change")
+    // `compare --html` draws the same page from two stored reports.
+    let page = directory.appendingPathComponent("compared.html")
+    let compared = try perfharness.run([
+      "compare", baseline.path, folder.appendingPathComponent("report.json").path, "--allow-different-setup", "--html",
+      page.path,
+    ])
+    #expect([0, 2].contains(compared.status), "\(compared.standardError)")
+    let comparedTest = try Chromium.selfTest(page, workingIn: directory)
+    #expect(comparedTest.problems.isEmpty, "\(comparedTest.problems)")
+    #expect(comparedTest.allocationFlame?.changes?.contains { $0.change == "more" } == true)
   }
 
   @Test("report --html into a folder that does not exist fails with exit 1 and names the path")
