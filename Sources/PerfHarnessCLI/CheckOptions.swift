@@ -90,4 +90,31 @@ struct CheckOptions: ParsableArguments {
     }
     return fromFile.overridden(by: overrides())
   }
+
+  /// `--check` with nothing to check would pass whatever the run measured.
+  func requireThresholds(named name: String) throws {
+    guard check, try thresholds(named: name).isEmpty else { return }
+    throw ValidationError(
+      "--check: no thresholds for \(name): no \(thresholds)/\(name).yaml; accepted: "
+        + "that file (see --thresholds DIR) or limit flags (\(CheckOptions.limitFlags))")
+  }
+
+  /// Judges a finished run: with `--check` its thresholds (`name`'s), with a baseline the
+  /// comparison; a check that fails or a figure that regressed makes a passed run failed.
+  func judge(
+    _ report: inout Report, named name: String, baseline: (report: Report, path: String)?,
+    tolerances: ComparisonTolerances
+  ) throws {
+    if check {
+      report.checks = ThresholdCheck.evaluate(try thresholds(named: name), on: report)
+      if report.status == .passed && report.checks.contains(where: { !$0.passed }) { report.status = .failed }
+    }
+    if let baseline {
+      let comparison = BaselineComparison.compare(
+        report, with: baseline.report, baselinePath: baseline.path, tolerances: tolerances)
+      report.comparison = comparison
+      if report.status == .passed && !comparison.passed { report.status = .failed }
+    }
+    report.checked = check || baseline != nil
+  }
 }

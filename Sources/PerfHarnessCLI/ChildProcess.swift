@@ -34,6 +34,25 @@ struct ChildProcess {
     posix_spawn_file_actions_adddup2(&actions, output.write, 2)
     posix_spawn_file_actions_adddup2(&actions, result.write, resultDescriptor)
 
+    let (pid, status) = spawnFresh(
+      executable, arguments: arguments, environment: environment, actions: &actions, ownGroup: true)
+    if status != 0 {
+      close(output.read)
+      close(result.read)
+      throw HarnessError("cannot start the scenario process \(executable): \(String(cString: strerror(status)))")
+    }
+    return ChildProcess(
+      pid: pid, output: FileHandle(fileDescriptor: output.read, closeOnDealloc: true),
+      result: ResultPipe(result.read))
+  }
+
+  /// posix_spawn with every signal at its default action and none blocked, as a freshly
+  /// exec'd program expects; with `ownGroup`, in a process group of its own.
+  /// - Returns: the pid, and posix_spawn's error (0 when it started).
+  static func spawnFresh(
+    _ executable: String, arguments: [String], environment: [String: String],
+    actions: UnsafePointer<posix_spawn_file_actions_t>?, ownGroup: Bool
+  ) -> (pid: pid_t, status: Int32) {
     var attributes = posix_spawnattr_t()
     posix_spawnattr_init(&attributes)
     defer { posix_spawnattr_destroy(&attributes) }
@@ -43,10 +62,12 @@ struct ChildProcess {
     sigemptyset(&unblocked)
     posix_spawnattr_setsigdefault(&attributes, &defaults)
     posix_spawnattr_setsigmask(&attributes, &unblocked)
-    posix_spawnattr_setpgroup(&attributes, 0)
-    posix_spawnattr_setflags(
-      &attributes, Int16(POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK))
-
+    var flags = POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK
+    if ownGroup {
+      posix_spawnattr_setpgroup(&attributes, 0)
+      flags |= POSIX_SPAWN_SETPGROUP
+    }
+    posix_spawnattr_setflags(&attributes, Int16(flags))
     let argv = ([executable] + arguments).map { strdup($0) }
     let envp = environment.map { strdup("\($0.key)=\($0.value)") }
     defer {
@@ -55,17 +76,10 @@ struct ChildProcess {
     var pid: pid_t = 0
     let status = (argv + [nil]).withUnsafeBufferPointer { argvBuffer in
       (envp + [nil]).withUnsafeBufferPointer { envpBuffer in
-        posix_spawn(&pid, executable, &actions, &attributes, argvBuffer.baseAddress!, envpBuffer.baseAddress!)
+        posix_spawn(&pid, executable, actions, &attributes, argvBuffer.baseAddress!, envpBuffer.baseAddress!)
       }
     }
-    if status != 0 {
-      close(output.read)
-      close(result.read)
-      throw HarnessError("cannot start the scenario process \(executable): \(String(cString: strerror(status)))")
-    }
-    return ChildProcess(
-      pid: pid, output: FileHandle(fileDescriptor: output.read, closeOnDealloc: true),
-      result: ResultPipe(result.read))
+    return (pid, status)
   }
 
   /// Both ends of a pipe, closed on exec.

@@ -57,23 +57,33 @@ struct BaselineSource {
   /// A report file holds one scenario; a folder holds `<scenario>/<variant>/report.json`
   /// as `--output` writes them.
   func reportPath(scenario: String, variant: String) throws -> String {
+    try reportPath(in: ["\(scenario)/\(variant)"], layout: "<scenario>/<variant>/report.json")
+  }
+
+  /// The file itself, or in a folder the first of `folders` (relative) that holds a
+  /// report.json; `layout` names the accepted form in messages.
+  func reportPath(in folders: [String], layout: String) throws -> String {
     var isDirectory: ObjCBool = false
     guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
-      throw ValidationError(
-        "--baseline '\(path)' does not exist; accepted: a report.json, or a folder of <scenario>/<variant>/report.json")
+      throw ValidationError("--baseline '\(path)' does not exist; accepted: a report.json, or a folder of \(layout)")
     }
     guard isDirectory.boolValue else { return path }
-    let file = URL(fileURLWithPath: path).appendingPathComponent(scenario).appendingPathComponent(variant)
-      .appendingPathComponent("report.json").path
-    guard FileManager.default.fileExists(atPath: file) else {
-      throw ValidationError("--baseline folder '\(path)' has no report for \(scenario) [\(variant)]: no \(file)")
+    let files = folders.map {
+      URL(fileURLWithPath: path).appendingPathComponent($0).appendingPathComponent("report.json").path
+    }
+    guard let file = files.first(where: { FileManager.default.fileExists(atPath: $0) }) else {
+      throw ValidationError("--baseline folder '\(path)' has no report there: no \(files[0])")
     }
     return file
   }
 
   /// The baseline for `scenario`, read and checked to be a report of that scenario.
   func report(scenario: String, variant: String) throws -> (report: Report, path: String) {
-    let file = try reportPath(scenario: scenario, variant: variant)
+    try report(named: scenario, at: try reportPath(scenario: scenario, variant: variant))
+  }
+
+  /// The report in `file`, checked to be complete and a report of `name`.
+  func report(named scenario: String, at file: String) throws -> (report: Report, path: String) {
     let report: Report
     do {
       report = try StoredReport.read(file)

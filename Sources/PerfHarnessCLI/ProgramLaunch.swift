@@ -139,30 +139,10 @@ struct ProgramLaunch {
       recorded: recorded, children: children, interruption: interruption)
   }
 
-  /// posix_spawn with every signal at its default action and none blocked, as a freshly
-  /// exec'd program expects, and the harness's descriptors 0-2.
+  /// With the harness's descriptors 0-2, in its process group.
   private static func spawn(_ executable: String, arguments: [String], environment: [String: String]) throws -> pid_t {
-    var attributes = posix_spawnattr_t()
-    posix_spawnattr_init(&attributes)
-    defer { posix_spawnattr_destroy(&attributes) }
-    var defaults = sigset_t()
-    sigfillset(&defaults)
-    var unblocked = sigset_t()
-    sigemptyset(&unblocked)
-    posix_spawnattr_setsigdefault(&attributes, &defaults)
-    posix_spawnattr_setsigmask(&attributes, &unblocked)
-    posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK))
-    let argv = ([executable] + arguments).map { strdup($0) }
-    let envp = environment.map { strdup("\($0.key)=\($0.value)") }
-    defer {
-      for pointer in argv + envp { free(pointer) }
-    }
-    var pid: pid_t = 0
-    let status = (argv + [nil]).withUnsafeBufferPointer { argvBuffer in
-      (envp + [nil]).withUnsafeBufferPointer { envpBuffer in
-        posix_spawn(&pid, executable, nil, &attributes, argvBuffer.baseAddress!, envpBuffer.baseAddress!)
-      }
-    }
+    let (pid, status) = ChildProcess.spawnFresh(
+      executable, arguments: arguments, environment: environment, actions: nil, ownGroup: false)
     guard status == 0 else {
       throw HarnessError("cannot start \(executable): \(String(cString: strerror(status)))")
     }

@@ -49,11 +49,7 @@ struct RecordCommand: ParsableCommand {
     _ = try ProgramLaunch.resolve(program)
     // Without --instruments a program records all three.
     try recording.validate(lackingLeaks: [])
-    if checks.check, try checks.thresholds(named: name).isEmpty {
-      throw ValidationError(
-        "--check: no thresholds for \(name): no \(checks.thresholds)/\(name).yaml; accepted: that file (see --thresholds DIR) or limit flags (\(CheckOptions.limitFlags))"
-      )
-    }
+    try checks.requireThresholds(named: name)
     _ = try tolerances.tolerances()
     if let baseline { _ = try storedBaseline(baseline) }
   }
@@ -91,17 +87,7 @@ struct RecordCommand: ParsableCommand {
     if !outcome.children.isEmpty {
       report.program?.children = try writeChildren(outcome.children, in: folder.url)
     }
-    if checks.check {
-      report.checks = ThresholdCheck.evaluate(try checks.thresholds(named: name), on: report)
-      if report.status == .passed && report.checks.contains(where: { !$0.passed }) { report.status = .failed }
-    }
-    if let stored {
-      let comparison = BaselineComparison.compare(
-        report, with: stored.report, baselinePath: stored.path, tolerances: try tolerances.tolerances())
-      report.comparison = comparison
-      if report.status == .passed && !comparison.passed { report.status = .failed }
-    }
-    report.checked = checks.check || baseline != nil
+    try checks.judge(&report, named: name, baseline: stored, tolerances: try tolerances.tolerances())
     var writeFailure: (any Error)?
     var path: String?
     do {
@@ -138,29 +124,7 @@ struct RecordCommand: ParsableCommand {
   /// `--baseline`: a report file, or a folder holding `<name>/report.json` as `--output`
   /// writes it (or `report.json` itself).
   private func storedBaseline(_ path: String) throws -> (report: Report, path: String) {
-    var isDirectory: ObjCBool = false
-    guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
-      throw ValidationError(
-        "--baseline '\(path)' does not exist; accepted: a report.json, or a folder of <name>/report.json")
-    }
-    var file = path
-    if isDirectory.boolValue {
-      let candidates = ["\(path)/\(name)/report.json", "\(path)/report.json"]
-      guard let found = candidates.first(where: { FileManager.default.fileExists(atPath: $0) }) else {
-        throw ValidationError("--baseline folder '\(path)' has no report of \(name): no \(candidates[0])")
-      }
-      file = found
-    }
-    let report: Report
-    do {
-      report = try StoredReport.read(file)
-    } catch {
-      throw ValidationError("--baseline: \(error)")
-    }
-    try BaselineSource.refuseIncomplete(report, file: file, flag: "--baseline")
-    guard report.scenario.name == name else {
-      throw ValidationError("--baseline \(file) is a report of \(report.scenario.name), not of \(name)")
-    }
-    return (report, file)
+    let source = BaselineSource(path: path)
+    return try source.report(named: name, at: try source.reportPath(in: [name, "."], layout: "<name>/report.json"))
   }
 }

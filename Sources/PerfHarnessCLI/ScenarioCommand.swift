@@ -36,14 +36,7 @@ struct ScenarioCommand: ParsableCommand {
         "unknown scenario '\(name)'; the scenarios are: \(catalog.names.joined(separator: ", "))")
     }
     try options.validate(for: selectedScenarios)
-    if checks.check {
-      // A gate with nothing to check would pass whatever the run measured.
-      for scenario in selectedScenarios where try checks.thresholds(for: scenario).isEmpty {
-        throw ValidationError(
-          "--check: no thresholds for \(scenario.name): no \(checks.thresholds)/\(scenario.name).yaml; accepted: "
-            + "that file (see --thresholds DIR) or limit flags (\(CheckOptions.limitFlags))")
-      }
-    }
+    for scenario in selectedScenarios { try checks.requireThresholds(named: scenario.name) }
     _ = try tolerances.tolerances()
     if let baseline {
       for scenario in selectedScenarios {
@@ -148,20 +141,7 @@ struct ScenarioCommand: ParsableCommand {
         report = try ScenarioProcess(options: options).run(
           scenario, variant: variant, iterations: iterations, in: folder)
       }
-      if checks.check {
-        let thresholds = try checks.thresholds(for: scenario)
-        report.checks = ThresholdCheck.evaluate(thresholds, on: report)
-        if report.status == .passed && report.checks.contains(where: { !$0.passed }) {
-          report.status = .failed
-        }
-      }
-      if let stored {
-        let comparison = BaselineComparison.compare(
-          report, with: stored.report, baselinePath: stored.path, tolerances: try tolerances.tolerances())
-        report.comparison = comparison
-        if report.status == .passed && !comparison.passed { report.status = .failed }
-      }
-      report.checked = checks.check || baseline != nil
+      try checks.judge(&report, named: scenario.name, baseline: stored, tolerances: try tolerances.tolerances())
       // The figures are printed even when the files cannot be written, then the run stops.
       var writeFailure: (any Error)?
       var path: String?

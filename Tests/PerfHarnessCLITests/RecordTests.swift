@@ -69,6 +69,23 @@ struct RecordTests {
     #expect(top?.first?["symbol"] as? String == "spin")
   }
 
+  @Test("--leak-check-at-marks: the marker thread builds the memory graph at each mark, the cycle in every check")
+  func leakCheckAtMarks() throws {
+    let directory = try temporaryDirectory()
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let result = try perfharness.run([
+      "record", "--output", directory.path, "--leak-check-at-marks", "--mark-every", "0.2", "--", swiftProgram.url.path,
+      "--seconds", "1",
+    ])
+    #expect(result.status == 0, "\(result.standardError)")
+    let report = try report(directory, "record-target-swift")
+    let checks = try #require((report["leaks"] as? [String: Any])?["checks"] as? [[String: Any]])
+    #expect(!checks.isEmpty)
+    for check in checks {
+      #expect((check["cycles"] as? [[String: Any]])?.count == 1, "\(check)")
+    }
+  }
+
   @Test("A program that exits non-zero is exit 3, its status in the report")
   func exitStatus() throws {
     let directory = try temporaryDirectory()

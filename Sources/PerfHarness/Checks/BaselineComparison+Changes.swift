@@ -72,7 +72,6 @@ extension BaselineComparison {
     functionChanges(fromShares: functionShares(from: baseline, to: current))
   }
 
-  /// Stacks are matched by their frames' names and lines and their category.
   /// Each of `current`'s persistent stacks that `baseline` had too (same frames by symbol and
   /// line, same category), with what the baseline kept live there. Stacks of `current` that
   /// share a key share the baseline's figure: the first of them carries it (a flame graph
@@ -80,39 +79,38 @@ extension BaselineComparison {
   static func allocationStackBaselines(from baseline: AllocationsReport, to current: AllocationsReport)
     -> [AllocationStackBaseline]
   {
-    func key(_ report: AllocationsReport, _ stack: AllocationsReport.PersistentStack) -> String {
-      report.frames(of: stack).map { "\($0.symbol)@\($0.line ?? 0)" }.joined(separator: "\n") + "\n" + stack.category
-    }
-    var before: [String: (bytes: Int, count: Int)] = [:]
-    for stack in baseline.persistentStacks ?? [] {
-      let tally = before[key(baseline, stack), default: (0, 0)]
-      before[key(baseline, stack)] = (tally.bytes + stack.bytes, tally.count + stack.count)
-    }
-    var result: [AllocationStackBaseline] = []
-    for (index, stack) in (current.persistentStacks ?? []).enumerated() {
-      guard let tally = before.removeValue(forKey: key(current, stack)) else { continue }
-      result.append(AllocationStackBaseline(stack: index, bytes: tally.bytes, count: tally.count))
-    }
-    return result
+    stackBaselines(
+      baseline.persistentStacks ?? [], current.persistentStacks ?? [],
+      key: { report, stack in frameKey(report, stack.frames) + "\n" + stack.category },
+      baseline, current, weights: { ($0.bytes, $0.count) })
   }
 
-  /// Each of `current`'s total stacks that `baseline` had too (same frames by symbol and
-  /// line), with what the baseline allocated there; as for the persistent stacks, the first
-  /// of `current`'s stacks that share a key carries the figure.
+  /// The same for the totals by stack (everything allocated), matched by frames alone.
   static func totalStackBaselines(from baseline: AllocationsReport, to current: AllocationsReport)
     -> [AllocationStackBaseline]
   {
-    func key(_ report: AllocationsReport, _ stack: AllocationsReport.TotalStack) -> String {
-      report.frames(at: stack.frames).map { "\($0.symbol)@\($0.line ?? 0)" }.joined(separator: "\n")
-    }
-    var before: [String: (bytes: Int, count: Int)] = [:]
-    for stack in baseline.totalStacks ?? [] {
-      let tally = before[key(baseline, stack), default: (0, 0)]
-      before[key(baseline, stack)] = (tally.bytes + stack.bytes, tally.count + stack.count)
+    stackBaselines(
+      baseline.totalStacks ?? [], current.totalStacks ?? [], key: { report, stack in frameKey(report, stack.frames) },
+      baseline, current, weights: { ($0.bytes, $0.count) })
+  }
+
+  private static func frameKey(_ report: AllocationsReport, _ frames: [Int]) -> String {
+    report.frames(at: frames).map { "\($0.symbol)@\($0.line ?? 0)" }.joined(separator: "\n")
+  }
+
+  private static func stackBaselines<Stack>(
+    _ before: [Stack], _ after: [Stack], key: (AllocationsReport, Stack) -> String, _ baseline: AllocationsReport,
+    _ current: AllocationsReport, weights: (Stack) -> (bytes: Int, count: Int)
+  ) -> [AllocationStackBaseline] {
+    var tallies: [String: (bytes: Int, count: Int)] = [:]
+    for stack in before {
+      let tally = tallies[key(baseline, stack), default: (0, 0)]
+      let weight = weights(stack)
+      tallies[key(baseline, stack)] = (tally.bytes + weight.bytes, tally.count + weight.count)
     }
     var result: [AllocationStackBaseline] = []
-    for (index, stack) in (current.totalStacks ?? []).enumerated() {
-      guard let tally = before.removeValue(forKey: key(current, stack)) else { continue }
+    for (index, stack) in after.enumerated() {
+      guard let tally = tallies.removeValue(forKey: key(current, stack)) else { continue }
       result.append(AllocationStackBaseline(stack: index, bytes: tally.bytes, count: tally.count))
     }
     return result
@@ -131,7 +129,7 @@ extension BaselineComparison {
       var result: [String: Tally] = [:]
       for stack in report.persistentStacks ?? [] {
         let frames = report.frames(of: stack)
-        let key = frames.map { "\($0.symbol)@\($0.line ?? 0)" }.joined(separator: "\n") + "\n" + stack.category
+        let key = frameKey(report, stack.frames) + "\n" + stack.category
         var tally = result[key] ?? Tally()
         tally.bytes += stack.bytes
         tally.count += stack.count

@@ -6,9 +6,8 @@ import Foundation
 /// generations on a timer, a signal or the program's own call, and finishes it in its
 /// destructor, after the program's `exit` handlers.
 ///
-/// The same instruments as a scenario's, on the same `Recording`. That class is the main
-/// actor's, but in a preloaded process the main actor belongs to the program: every call
-/// here is serialized by `lock` instead, and nothing else reaches the recording.
+/// The same instruments as a scenario's, on the same `Recording`; every call here is
+/// serialized by `lock`, and nothing else reaches the recording.
 public final class ProgramRecording: @unchecked Sendable {
   /// What the harness hands the preloaded recorder, as JSON in the file this
   /// environment variable names.
@@ -42,9 +41,8 @@ public final class ProgramRecording: @unchecked Sendable {
     // What starting allocates is the harness's, not the program's.
     let previous = CPerfAlloc_setIgnoringAllocations(1)
     defer { _ = CPerfAlloc_setIgnoringAllocations(previous) }
-    recording = Self.onRecording { Recording(configuration: configuration) }
-    let started: Result<Void, any Error> = Self.onRecording { [recording] in Result { try recording.start() } }
-    try started.get()
+    recording = Recording(configuration: configuration)
+    try recording.start()
   }
 
   /// Marks a generation: memory allocated from here to the next mark belongs to it. After
@@ -56,7 +54,7 @@ public final class ProgramRecording: @unchecked Sendable {
     defer { _ = CPerfAlloc_setIgnoringAllocations(previous) }
     lock.withLock {
       guard !finished else { return }
-      Self.onRecording { [recording] in recording.markGeneration(label: label) }
+      recording.markGeneration(label: label)
     }
   }
 
@@ -71,7 +69,7 @@ public final class ProgramRecording: @unchecked Sendable {
       let previous = CPerfAlloc_setIgnoringAllocations(1)
       defer { _ = CPerfAlloc_setIgnoringAllocations(previous) }
       let program = describe()
-      Self.onRecording { [recording] in recording.finish() }
+      recording.finish()
       return report(status: .passed, error: nil, program: program)
     }
   }
@@ -86,37 +84,26 @@ public final class ProgramRecording: @unchecked Sendable {
     let previous = CPerfAlloc_setIgnoringAllocations(1)
     defer { _ = CPerfAlloc_setIgnoringAllocations(previous) }
     let program = describe()
-    Self.onRecording { [recording] in recording.finishAfterCrash() }
+    recording.finishAfterCrash()
     return report(status: .crashed, error: error, program: program)
   }
 
   /// The report of the finished recording. Call under `lock`.
   private func report(status: RunStatus, error: String?, program: ProgramInfo) -> Report {
-    Self.onRecording { [recording, configuration, start] in
-      var failure = error
-      var timeProfile: TimeProfileReport?
-      var allocations: AllocationsReport?
-      var leaks: LeaksReport?
-      do {
-        timeProfile = try recording.timeProfileReport()
-        allocations = try recording.allocationsReport()
-        leaks = try recording.leaksReport()
-      } catch {
-        failure = [failure, "the recording could not be symbolized: \(error)"].compactMap { $0 }.joined(separator: "; ")
-      }
-      var report = Report(
-        schemaVersion: Report.currentSchemaVersion,
-        tool: .init(name: "perfharness", version: PerfHarnessVersion.current),
-        environment: .current(),
-        scenario: .init(
-          name: Self.reportName(forExecutable: program.executable), variant: Self.variant, iterations: 1,
-          instruments: Instrument.allCases.filter(configuration.instruments.contains)),
-        status: status, error: failure, wallTimeMilliseconds: (ContinuousClock.now - start).milliseconds,
-        steps: [], marks: recording.marks, checks: [], timeProfile: timeProfile, allocations: allocations,
-        leaks: leaks, crash: nil)
-      report.program = program
-      return report
-    }
+    let sections = recording.sections()
+    let marks = recording.marks
+    var report = Report(
+      schemaVersion: Report.currentSchemaVersion,
+      tool: .init(name: "perfharness", version: PerfHarnessVersion.current),
+      environment: .current(),
+      scenario: .init(
+        name: Self.reportName(forExecutable: program.executable), variant: Self.variant, iterations: 1,
+        instruments: Instrument.allCases.filter(configuration.instruments.contains)),
+      status: status, error: sections.failure(after: error),
+      wallTimeMilliseconds: (ContinuousClock.now - start).milliseconds, steps: [], marks: marks, checks: [],
+      timeProfile: sections.timeProfile, allocations: sections.allocations, leaks: sections.leaks, crash: nil)
+    report.program = program
+    return report
   }
 
   /// The variant of every recorded program's report: a program has no variants.
@@ -137,12 +124,5 @@ public final class ProgramRecording: @unchecked Sendable {
     }
     while name.hasSuffix("-") { name.removeLast() }
     return name.isEmpty ? "program" : name
-  }
-
-  /// Runs the main actor's code of `Recording` on the calling thread; sound because `lock`
-  /// (or construction) keeps every other caller out.
-  private static func onRecording<Value>(_ body: @MainActor () -> Value) -> Value {
-    typealias Plain = () -> Value
-    return withoutActuallyEscaping(body) { escapable in unsafeBitCast(escapable, to: Plain.self)() }
   }
 }

@@ -1,9 +1,13 @@
 import CPerfAlloc
 
-/// The instruments' recording of one scenario run: started before the scenario's body,
-/// stopped after it, with generation marks in between.
-@MainActor
-final class Recording {
+/// The instruments' recording of one scenario run (or of a whole program, for `record`):
+/// started before the scenario's body, stopped after it, with generation marks in between.
+///
+/// Not the main actor's: a scenario calls it from the main thread, but a preloaded
+/// program's recording is marked from the recorder's own thread and reported from its
+/// crash reporter's, where main-actor code traps. Callers serialize their calls: the
+/// scenario runner by running on the main thread, `ProgramRecording` by its lock.
+final class Recording: @unchecked Sendable {
   let configuration: RecordingConfiguration
   private(set) var isRecording = false
   private(set) var marks: [GenerationMark] = []
@@ -180,6 +184,33 @@ final class Recording {
           analysisMilliseconds: (ContinuousClock.now - started).milliseconds))
     } catch {
       // The end-of-run scan reports a scan that cannot run; a check that fails is left out.
+    }
+  }
+
+  /// The instruments' sections of a report, after `finish()`; a recording that could not be
+  /// symbolized gives none of them and says why.
+  struct Sections: Sendable {
+    var timeProfile: TimeProfileReport?
+    var allocations: AllocationsReport?
+    var leaks: LeaksReport?
+    var failure: String?
+
+    /// `failure`, after `earlier` when there is one. No closure: this runs on the crash
+    /// reporter's thread too, where a closure made in main-actor code is checked to run on
+    /// the main thread and traps.
+    func failure(after earlier: String?) -> String? {
+      guard let failure else { return earlier }
+      guard let earlier else { return failure }
+      return earlier + "; " + failure
+    }
+  }
+
+  func sections() -> Sections {
+    do {
+      return Sections(
+        timeProfile: try timeProfileReport(), allocations: try allocationsReport(), leaks: try leaksReport())
+    } catch {
+      return Sections(failure: "the recording could not be symbolized: \(error)")
     }
   }
 

@@ -115,18 +115,8 @@ private final class Run {
 
   /// The report of the finished recording.
   func report(status: RunStatus, failure: String?) -> Report {
-    var failure = failure
     let wallTime = ContinuousClock.now - start
-    var timeProfile: TimeProfileReport?
-    var allocations: AllocationsReport?
-    var leaks: LeaksReport?
-    do {
-      timeProfile = try recording.timeProfileReport()
-      allocations = try recording.allocationsReport()
-      leaks = try recording.leaksReport()
-    } catch {
-      failure = [failure, "the recording could not be symbolized: \(error)"].compactMap { $0 }.joined(separator: "; ")
-    }
+    let sections = recording.sections()
     return Report(
       schemaVersion: Report.currentSchemaVersion,
       tool: .init(name: "perfharness", version: PerfHarnessVersion.current),
@@ -134,9 +124,9 @@ private final class Run {
       scenario: .init(
         name: scenario.name, variant: variant.rawValue, iterations: context.iterations,
         instruments: Instrument.allCases.filter(configuration.instruments.contains)),
-      status: status, error: failure, wallTimeMilliseconds: wallTime.milliseconds,
+      status: status, error: sections.failure(after: failure), wallTimeMilliseconds: wallTime.milliseconds,
       steps: StepSummary.summaries(of: context.steps), marks: recording.marks, checks: [],
-      timeProfile: timeProfile, allocations: allocations, leaks: leaks, crash: nil)
+      timeProfile: sections.timeProfile, allocations: sections.allocations, leaks: sections.leaks, crash: nil)
   }
 }
 
