@@ -101,6 +101,8 @@ struct RecordCommand: ParsableCommand {
     case .markdown: print(MarkdownSummary.render(report, reportPath: path), terminator: "")
     }
     if let writeFailure { throw writeFailure }
+    let children = zip(outcome.children, report.program?.children ?? []).map { ($0, "\(name)/\($1.report)") }
+    try ReportWriter(directory: recording.output).writeIndex([(report, name)] + children, format: recording.format)
     withExtendedLifetime(folder) {}
     switch report.status {
     case .interrupted: throw ExitCode(128 + (outcome.interruption ?? SIGINT))

@@ -58,6 +58,23 @@ struct ReportWriter {
 }
 
 extension ReportWriter {
+  /// `DIR/index.html`, one page linking every report of this run (`folder` relative to
+  /// DIR), its path printed last: the one line a person needs to open what the run found.
+  func writeIndex(_ written: [(report: Report, folder: String)], format: OutputFormat) throws {
+    let index = URL(fileURLWithPath: directory).appendingPathComponent("index.html")
+    do {
+      try Data(RunIndexHTML.render(written).utf8).write(to: index, options: .atomic)
+    } catch {
+      throw HarnessError(
+        "cannot write \(index.path): \(error.localizedDescription); pass a writable directory with --output")
+    }
+    switch format {
+    case .text: print("index: \(index.path)")
+    case .markdown: print("All reports of this run: `\(index.path)`")
+    case .json: break
+    }
+  }
+
   /// The POSIX reason under a Foundation file error, which itself says only "The operation
   /// could not be completed".
   static func describe(_ error: any Error) -> String {

@@ -168,18 +168,7 @@ struct ScenarioCommand: ParsableCommand {
     }
     // One page that links every report of this run, its path printed last: the one line a
     // person needs to open what the run found.
-    let index = URL(fileURLWithPath: options.output).appendingPathComponent("index.html")
-    do {
-      try Data(RunIndexHTML.render(written).utf8).write(to: index, options: .atomic)
-    } catch {
-      throw HarnessError(
-        "cannot write \(index.path): \(error.localizedDescription); pass a writable directory with --output")
-    }
-    switch options.format {
-    case .text: print("index: \(index.path)")
-    case .markdown: print("All reports of this run: `\(index.path)`")
-    case .json: break
-    }
+    try ReportWriter(directory: options.output).writeIndex(written, format: options.format)
     return reports
   }
 }

@@ -161,6 +161,11 @@ struct RecordTests {
     #expect((children.first?["executable"] as? String)?.hasSuffix("record-target-c") == true)
     let child = try self.report(directory.appendingPathComponent("sh"), folder)
     #expect((child["leaks"] as? [String: Any])?["leakedCount"] as? Int == 7)
+    // The run's index links both reports.
+    let index = try String(contentsOf: directory.appendingPathComponent("index.html"), encoding: .utf8)
+    #expect(
+      index.contains("href=\"sh/report.html\"") && index.contains("href=\"sh/\(folder)/report.html\""), "\(index)")
+    #expect(result.standardOutput.hasSuffix("index: \(directory.appendingPathComponent("index.html").path)\n"))
   }
 
   @Test("The CPU split of a three-function workload is within 3 points of perf's")
