@@ -12,6 +12,9 @@ struct ProgramLaunch {
   /// libPerfHarnessPreload.so.
   var library: String
   var settings: ProgramRecording.Settings
+  /// SIGTERM at this many seconds (the recorder ends the program through exit(), so its
+  /// report is written), SIGKILL `ScenarioProcess.stopGraceSeconds` later; nil: none.
+  var timeoutSeconds: Int?
 
   /// How the program ended and what its processes recorded.
   struct Outcome {
@@ -26,6 +29,8 @@ struct ProgramLaunch {
     var children: [Report]
     /// The SIGINT or SIGTERM the harness caught meanwhile.
     var interruption: Int32?
+    /// Stopped at --timeout.
+    var timedOut = false
 
     /// The program's report, judged by how it ended: a non-zero exit status or a fatal
     /// signal is a crashed run (exit 3), as a scenario that throws is; a SIGINT or SIGTERM
@@ -51,6 +56,7 @@ struct ProgramLaunch {
           crashed.status = .interrupted
           crashed.error = "interrupted by \(ScenarioProcess.signalName(interruption)): " + error
         }
+        crashed.crash?.timedOut = timedOut
         crashed.program = program
         return crashed
       }
@@ -58,7 +64,13 @@ struct ProgramLaunch {
       // The name the command line gave (sh), not the file it links to (dash): the folder's.
       report.scenario.name = name
       report.wallTimeMilliseconds = wallTimeMilliseconds
-      if let signal = ending.signal.map(ScenarioProcess.signalName) {
+      if timedOut {
+        // Stopped by the harness, not by the program's own failure: recorded until then.
+        report.status = .crashed
+        report.error =
+          "the program ran past --timeout and was stopped with \(program.signal ?? "SIGTERM"); recorded until then"
+        report.crash = CrashInfo(signal: program.signal, timedOut: true, stack: [], standardErrorTail: [])
+      } else if let signal = ending.signal.map(ScenarioProcess.signalName) {
         // The partial report a fatal signal left.
         report.status = interruption != nil ? .interrupted : .crashed
         report.crash = CrashInfo(signal: signal, timedOut: false, stack: [], standardErrorTail: [])
@@ -104,11 +116,21 @@ struct ProgramLaunch {
     let pid = try Self.spawn(executable, arguments: arguments, environment: environment)
     var interruption: Int32?
     var ending: ScenarioProcess.Ending?
+    var stoppedAt: ContinuousClock.Instant?
     while ending == nil {
       if interruption == nil, case let signal = CPerfCrash_interruption(), signal != 0 {
         interruption = signal
         // The terminal's Ctrl-C already reached the program; a kill of the harness alone did not.
         if signal == SIGTERM { kill(pid, SIGTERM) }
+      }
+      let now = ContinuousClock.now
+      if let timeoutSeconds, stoppedAt == nil, now > start + .seconds(timeoutSeconds) {
+        stoppedAt = now
+        kill(pid, SIGTERM)
+      }
+      if let stoppedAt, now > stoppedAt + .seconds(ScenarioProcess.stopGraceSeconds) {
+        // It handles SIGTERM itself and went on, or hangs in its exit handlers.
+        kill(pid, SIGKILL)
       }
       ending = ScenarioProcess.Ending.of(pid)
       if ending == nil { usleep(10_000) }
@@ -136,7 +158,7 @@ struct ProgramLaunch {
     }
     return Outcome(
       executable: executable, arguments: arguments, pid: pid, ending: ending!, wallTimeMilliseconds: wallTime,
-      recorded: recorded, children: children, interruption: interruption)
+      recorded: recorded, children: children, interruption: interruption, timedOut: stoppedAt != nil)
   }
 
   /// With the harness's descriptors 0-2, in its process group.

@@ -25,6 +25,12 @@ struct RecordCommand: ParsableCommand {
     help: ArgumentHelp("Mark a generation every this many seconds (0.01-86400).", valueName: "seconds"))
   var markEvery: Double?
 
+  @Option(
+    help: ArgumentHelp(
+      "Stop the program after this many seconds (1-86400): SIGTERM, which writes its report, then SIGKILL 20 s later; exit 3.",
+      valueName: "seconds"))
+  var timeout: Int?
+
   @OptionGroup var checks: CheckOptions
 
   @Option(
@@ -42,6 +48,9 @@ struct RecordCommand: ParsableCommand {
     guard let program = command.first, !program.isEmpty else {
       throw ValidationError(
         "record needs the program to run after --; accepted: perfharness record [options] -- CMD [ARGS...]")
+    }
+    if let timeout, !(1...86_400).contains(timeout) {
+      throw ValidationError("--timeout must be between 1 and 86400 seconds, got \(timeout)")
     }
     if let markEvery, !(markEvery.isFinite && (0.01...86_400).contains(markEvery)) {
       throw ValidationError("--mark-every must be between 0.01 and 86400 seconds, got \(markEvery)")
@@ -81,7 +90,7 @@ struct RecordCommand: ParsableCommand {
       settings: ProgramRecording.Settings(
         configuration: configuration,
         resultDirectory: folder.url.appendingPathComponent(".perfharness-results-\(getpid())").path,
-        markEverySeconds: markEvery))
+        markEverySeconds: markEvery), timeoutSeconds: timeout)
     let outcome = try launch.run()
     var report = outcome.report(name: name, instruments: configuration.instruments)
     if !outcome.children.isEmpty {

@@ -575,13 +575,23 @@ for round in 0..<peerRounds {
   {
     peerTimes["memcheck", default: []].append(time)
   }
-  // The same recorder preloaded into the same binary (`perfharness record`), as heaptrack's is.
+}
+// The same recorder preloaded into the same binary (`perfharness record`), as heaptrack's
+// is: more rounds than the slow peers get, each against an untracked run of its own round,
+// since a run's time depends on where the loader puts things (two modes, ~25 ms apart).
+var recordRatios: [String: [Double]] = [:]
+for _ in 0..<9 {
+  guard let plain = try timedRun([me]) else { continue }
+  peerTimes["record-plain", default: []].append(plain)
   for (key, flags) in [("record-countsOnly", ["--no-allocation-stacks"]), ("record-fullStacks", [])] {
     let command =
       [perfharness.path, "record", "--instruments", "allocations", "--format", "json"] + flags + [
         "--output", scratch.appendingPathComponent("record").path, "--", me,
       ]
-    if let time = try timedRun(command) { peerTimes[key, default: []].append(time) }
+    if let time = try timedRun(command) {
+      peerTimes[key, default: []].append(time)
+      recordRatios[key, default: []].append(time / plain)
+    }
   }
 }
 let plainPeer = median(peerTimes["plain"] ?? [])
@@ -607,8 +617,9 @@ for name in ["countsOnly", "fullStacks"] {
   // standalone binary's runs faster than the bench process's, whose hooks forward even when
   // not recording), so the ratios do not compare.
   let times = peerTimes["record-\(name)"] ?? []
-  let ratio = times.isEmpty ? .nan : median(times) / plainPeer
-  let addedRecord = (median(times) - plainPeer) * 1e6 / Double(churnOperations)
+  let recordPlain = median(peerTimes["record-plain"] ?? [])
+  let ratio = median(recordRatios["record-\(name)"] ?? [])
+  let addedRecord = (median(times) - recordPlain) * 1e6 / Double(churnOperations)
   let linkedRatio = median(zip(allocationTimes[name] ?? [], allocationTimes["plain"] ?? []).map { $0 / $1 })
   let addedLinked = (median(allocationTimes[name] ?? []) - plainChurn) * 1e6 / Double(churnOperations)
   figures.append(
@@ -621,8 +632,8 @@ for name in ["countsOnly", "fullStacks"] {
         ? "perfharness record did not run"
         : String(
           format:
-            "bench-workload preloaded (the binary the peers run): median %.0f ms vs %.0f ms untracked (%.2fx, separate processes); linked into this process: %.1f ns added (%.2fx, against %.0f ms untracked); heaptrack on the same binary: %.2fx",
-          median(times), plainPeer, ratio, addedLinked, linkedRatio, plainChurn,
+            "bench-workload preloaded (the binary the peers run), %d rounds: median %.0f ms vs %.0f ms untracked (median ratio %.2fx, separate processes); linked into this process: %.1f ns added (%.2fx, against %.0f ms untracked); heaptrack on the same binary: %.2fx",
+          times.count, median(times), recordPlain, ratio, addedLinked, linkedRatio, plainChurn,
           median(peerTimes["heaptrack"] ?? [.nan]) / plainPeer)))
 }
 if let perf = tool("perf") {

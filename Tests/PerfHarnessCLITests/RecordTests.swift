@@ -145,6 +145,24 @@ struct RecordTests {
     #expect(cycles?.count == 1)
   }
 
+  @Test("--timeout stops the program with SIGTERM: exit 3, timed out, what it recorded until then")
+  func timeout() throws {
+    let directory = try temporaryDirectory()
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let result = try perfharness.run([
+      "record", "--output", directory.path, "--timeout", "1", "--instruments", "allocations,leaks", "--",
+      swiftProgram.url.path, "--seconds", "120",
+    ])
+    #expect(result.status == 3, "\(result.standardError)")
+    let report = try report(directory, "record-target-swift")
+    #expect(report["status"] as? String == "crashed")
+    #expect((report["crash"] as? [String: Any])?["timedOut"] as? Bool == true)
+    #expect((report["error"] as? String)?.contains("--timeout") == true)
+    #expect(((report["leaks"] as? [String: Any])?["cycles"] as? [[String: Any]])?.count == 1)
+    let bad = try perfharness.run(["record", "--timeout", "0", "--", swiftProgram.url.path])
+    #expect(bad.status == 64 && bad.standardError.contains("--timeout must be between 1 and 86400"))
+  }
+
   @Test("A process the program fork+execs is recorded in a report of its own")
   func children() throws {
     let directory = try temporaryDirectory()
@@ -174,7 +192,7 @@ struct RecordTests {
     defer { try? FileManager.default.removeItem(at: directory) }
     let workload = try BuiltBinary("bench-workload")
     let result = try perfharness.run([
-      "record", "--output", directory.path, "--instruments", "time", "--", workload.url.path, "split", "3",
+      "record", "--output", directory.path, "--instruments", "time", "--", workload.url.path, "split", Self.seconds,
     ])
     #expect(result.status == 0, "\(result.standardError)")
     let top = try #require(
@@ -194,13 +212,16 @@ struct RecordTests {
   }
 
   static let splitFunctions = ["splitHeavy", "splitMedium", "splitLight"]
+  /// CPU time of each run: ~8000 samples each; two runs then differ by binomial noise of
+  /// 0.7 points (one standard deviation) in the largest share.
+  static let seconds = "8"
 
   static func shares(_ weights: [String: Double]) -> [Double] {
     let total = splitFunctions.reduce(0) { $0 + (weights[$1] ?? 0) }
     return splitFunctions.map { (weights[$0] ?? 0) / max(total, 1) * 100 }
   }
 
-  /// `perf record -F 999` on the same workload, each function's share of the three; where
+  /// `perf record` on the same workload, each function's share of the three; where
   /// perf cannot record (no perf events for this user), the shares the workload is built
   /// with (680, 260 and 50 iterations per round, each iteration the same work).
   static func perfSplit(_ workload: String, directory: URL) throws -> [String: Double] {
@@ -210,7 +231,11 @@ struct RecordTests {
     let data = directory.appendingPathComponent("perf.data").path
     let record = Process()
     record.executableURL = URL(fileURLWithPath: "/usr/bin/perf")
-    record.arguments = ["record", "-F", "999", "-e", "cpu-clock:u", "-q", "-o", data, "--", workload, "split", "3"]
+    // A fixed period of 1 ms of CPU time (-c), as the Time Profiler samples: -F 999 lets the
+    // kernel retune the period as it goes, which under a loaded test run strayed 3.5 points.
+    record.arguments = [
+      "record", "-c", "1000000", "-e", "cpu-clock:u", "-q", "-o", data, "--", workload, "split", Self.seconds,
+    ]
     record.standardOutput = FileHandle.nullDevice
     record.standardError = FileHandle.nullDevice
     try record.run()
