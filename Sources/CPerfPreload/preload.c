@@ -37,10 +37,15 @@ extern void cperf_preload_crashed(int32_t sig, int32_t tid);
 
 // How long a thread that took a fatal signal waits for the partial report.
 enum { CRASH_REPORT_WAIT_MS = 10000 };
+// How long _exit waits for the marker thread to write the report (a leak scan and
+// symbolization of a large program take seconds).
+enum { EXIT_REPORT_WAIT_MS = 30000 };
 
-enum { MARK_SIGNAL = 'U', STOP = 'Q' };
+enum { MARK_SIGNAL = 'U', STOP = 'Q', FINISH = 'F' };
 
 static atomic_int g_stopping;
+// Set by the marker once it has written the report _exit asked for (or found none to write).
+static atomic_int g_finished;
 static struct timespec g_start;
 
 static double secondsSince(const struct timespec *start) {
@@ -91,6 +96,8 @@ static void installIfDefault(int sig, void (*handler)(int)) {
   sigaction(sig, &ours, NULL);
 }
 
+static void writeReport(int endingSignal);
+
 static void *markerMain(void *unused) {
   (void)unused;
   prctl(PR_SET_NAME, "perfharness-mark", 0, 0, 0);
@@ -114,6 +121,11 @@ static void *markerMain(void *unused) {
     }
     char byte;
     if (read(g_pipe[0], &byte, 1) != 1) continue;
+    if (byte == FINISH) {
+      if (atomic_exchange(&g_recording, 0)) writeReport(0);
+      atomic_store(&g_finished, 1);
+      return NULL;
+    }
     if (byte == MARK_SIGNAL) {
       cperf_preload_mark("SIGUSR2");
     } else if (byte == SIGINT || byte == SIGTERM) {
@@ -209,18 +221,32 @@ __attribute__((constructor)) static void startRecording(void) {
   installIfDefault(SIGTERM, onEndSignal);
 }
 
-__attribute__((destructor)) static void finishRecording(void) {
-  if (!atomic_exchange(&g_recording, 0) || getpid() != g_pid) return;
+// Stops the marker (unless this is it) and the crash reporter, then writes the report.
+static void writeReport(int endingSignal) {
   if (!pthread_equal(pthread_self(), g_marker)) stopMarker();
   disarmCrashReporter();
-  cperf_preload_finish(atomic_load(&g_endingSignal));
+  cperf_preload_finish(endingSignal);
+}
+
+__attribute__((destructor)) static void finishRecording(void) {
+  if (!atomic_exchange(&g_recording, 0) || getpid() != g_pid) return;
+  writeReport(atomic_load(&g_endingSignal));
 }
 
 // A program that ends with _exit() (dash does, and a server's fast shutdown may) skips the
-// destructor: its recording is written here first. glibc's exit() reaches the kernel
-// through its own alias, not this symbol, after the destructor has run.
+// destructor. _exit is async-signal-safe and programs call it from signal handlers, where
+// building the report here could wait forever on a lock the interrupted code holds (malloc's):
+// the marker thread writes it instead while this waits, with async-signal-safe calls only and
+// for at most EXIT_REPORT_WAIT_MS. glibc's exit() reaches the kernel through its own alias,
+// not this symbol, after the destructor has run.
 void _exit(int status) {
-  finishRecording();
+  if (atomic_load(&g_recording) && getpid() == g_pid && !pthread_equal(pthread_self(), g_marker)) {
+    wake(FINISH);
+    struct timespec pause = {0, 1000000};
+    for (int waited = 0; waited < EXIT_REPORT_WAIT_MS && !atomic_load(&g_finished); waited++) {
+      nanosleep(&pause, NULL);
+    }
+  }
   syscall(SYS_exit_group, status);
   __builtin_unreachable();
 }
