@@ -20,6 +20,8 @@
 #define g_countsFast              cperf_alloc_g_countsFast
 #define g_drainSeq                cperf_alloc_g_drainSeq
 #define g_freedBytes              cperf_alloc_g_freedBytes
+#define g_growScratch             cperf_alloc_g_growScratch
+#define g_growScratchBytes        cperf_alloc_g_growScratchBytes
 #define g_stackTotals             cperf_alloc_g_stackTotals
 #define g_stackTotalCount         cperf_alloc_g_stackTotalCount
 #define g_stackTotalsBytes        cperf_alloc_g_stackTotalsBytes

@@ -7,26 +7,83 @@ uint32_t CPerfAlloc_sizeClass(uint64_t size) { return sizeClassOf(size); }
 ALLOC_HIDDEN Stripe g_stripes[STRIPES];
 ALLOC_HIDDEN FreedTable g_stripeByStack[STRIPES];
 
+ALLOC_HIDDEN Slot *g_growScratch;
+ALLOC_HIDDEN uint64_t g_growScratchBytes;
+static CPerfSupport_SpinLock g_growLock;  // the scratch; taken inside one stripe's lock only
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+
+// Pages are populated in one call where the table will be written soon (rehash now, inserts
+// up to 3/4 load): on a VM a fault per page costs more than the table's own work.
+static void populate(void *from, size_t bytes) {
+  if (bytes) (void)madvise(from, bytes, MADV_POPULATE_WRITE);  // older kernels: faults instead
+}
+
+static void reinsert(Slot *slots, uint64_t capacity, const Slot *entries, uint64_t count) {
+  for (uint64_t n = 0; n < count; n++) {
+    uint64_t j = slotIndex(hashAddress(entries[n].w0 & ADDR_MASK), capacity);
+    while (slots[j].w0 != 0) j = (j + 1 == capacity) ? 0 : j + 1;
+    slots[j] = entries[n];
+  }
+}
+
+// Grows (or rehashes) a stripe's table in place: its live slots are copied out to a scratch
+// buffer all stripes share, the mapping is extended with mremap (the pages it has are kept,
+// not faulted again), cleared, and the slots put back. A new table per growth would fault
+// three times the final table's pages over the growths, and unmap the old ones.
 ALLOC_HIDDEN bool stripeMap(Stripe *s, uint64_t capacity) {
   size_t bytes = pageRound((size_t)capacity * sizeof(Slot));
-  Slot *slots = mapBytes(bytes);
-  if (!slots) return false;
-  uint64_t newCapacity = bytes / sizeof(Slot);
-  Slot *old = s->slots;
-  uint64_t oldCapacity = s->capacity;
-  size_t oldBytes = s->mappedBytes;
-  for (uint64_t i = 0; i < oldCapacity; i++) {
-    uint64_t key = old[i].w0 & ADDR_MASK;
-    if (key <= KEY_TOMBSTONE) continue;
-    uint64_t j = slotIndex(hashAddress(key), newCapacity);
-    while (slots[j].w0 != 0) j = (j + 1 == newCapacity) ? 0 : j + 1;
-    slots[j] = old[i];
+  if (!s->slots) {
+    Slot *slots = mapBytes(bytes);
+    if (!slots) return false;
+    populate(slots, bytes);
+    s->slots = slots;
+    s->capacity = bytes / sizeof(Slot);
+    s->mappedBytes = bytes;
+    s->used = 0;
+    return true;
   }
+  size_t oldBytes = s->mappedBytes;
+  if (bytes < oldBytes) bytes = oldBytes;
+  uint64_t occupied = 0;
+  for (uint64_t i = 0; i < s->capacity; i++) occupied += (s->slots[i].w0 & ADDR_MASK) > KEY_TOMBSTONE;
+  CPerfSupport_spinLock(&g_growLock);
+  size_t needed = pageRound((size_t)occupied * sizeof(Slot));
+  if (needed > g_growScratchBytes) {
+    size_t scratchBytes = needed + needed / 2;
+    Slot *scratch = mapBytes(scratchBytes);
+    if (!scratch) {
+      CPerfSupport_spinUnlock(&g_growLock);
+      return false;
+    }
+    populate(scratch, scratchBytes);
+    if (g_growScratch) munmap(g_growScratch, g_growScratchBytes);
+    g_growScratch = scratch;
+    g_growScratchBytes = scratchBytes;
+  }
+  Slot *slots = s->slots;
+  if (bytes > oldBytes) {
+    void *grown = mremap(slots, oldBytes, bytes, MREMAP_MAYMOVE);
+    if (grown == MAP_FAILED) {
+      CPerfSupport_spinUnlock(&g_growLock);
+      return false;
+    }
+    slots = grown;
+    populate((char *)slots + oldBytes, bytes - oldBytes);
+  }
+  uint64_t count = 0;
+  for (uint64_t i = 0; i < s->capacity; i++)
+    if ((slots[i].w0 & ADDR_MASK) > KEY_TOMBSTONE) g_growScratch[count++] = slots[i];
+  memset(slots, 0, oldBytes);  // the extension is zero-filled already
+  uint64_t newCapacity = bytes / sizeof(Slot);
+  reinsert(slots, newCapacity, g_growScratch, count);
+  CPerfSupport_spinUnlock(&g_growLock);
   s->slots = slots;
   s->capacity = newCapacity;
   s->mappedBytes = bytes;
-  s->used = s->live + s->preLive;
-  if (old) munmap(old, oldBytes);
+  s->used = count;
   return true;
 }
 

@@ -75,19 +75,37 @@ extern ALLOC_HIDDEN Stripe g_stripes[STRIPES];
 // (outside the stripe, which fills its two cache lines).
 extern ALLOC_HIDDEN FreedTable g_stripeByStack[STRIPES];
 
+// Blocks allocated together are mostly neighbours in memory and are often freed together:
+// a block's home slot keeps that locality. The address's CHUNK_BITS-granule chunk (1 KiB)
+// is hashed (stripe and base slot); the block's 32-byte position in the chunk is added to
+// the base, so a chunk's blocks sit in consecutive slots of one stripe and a run of
+// neighbours costs a few cache lines instead of a miss each. The position is h's low bits.
+#ifndef CHUNK_BITS
+#define CHUNK_BITS 6
+#endif
+#define POSITION_BITS (CHUNK_BITS - 1)
+#define POSITION_MASK ((1ull << POSITION_BITS) - 1)
+
 static inline uint64_t hashAddress(uint64_t key) {
-  uint64_t h = key * 0x9E3779B97F4A7C15ull;
-  return h ^ (h >> 29);
+  uint64_t h = (key >> CHUNK_BITS) * 0x9E3779B97F4A7C15ull;
+  h ^= h >> 29;
+  return (h & ~POSITION_MASK) | ((key >> 1) & POSITION_MASK);
 }
 
 static inline Stripe *stripeFor(uint64_t h) { return &g_stripes[h >> (64 - STRIPE_BITS)]; }
 
-// Multiply-shift range reduction: any capacity works, so tables can grow by 1.5x.
+// Multiply-shift range reduction of the chunk's hash (any capacity works, so tables can
+// grow by 1.5x), plus the position.
 static inline uint64_t slotIndex(uint64_t h, uint64_t capacity) {
-  return (uint64_t)(((unsigned __int128)(h << STRIPE_BITS) * capacity) >> 64);
+  uint64_t base = (uint64_t)(((unsigned __int128)((h & ~POSITION_MASK) << STRIPE_BITS) * capacity) >> 64);
+  uint64_t i = base + (h & POSITION_MASK);
+  return i >= capacity ? i - capacity : i;
 }
 
 ALLOC_HIDDEN bool stripeMap(Stripe *s, uint64_t capacity);
+// stripeMap's scratch buffer (the largest stripe's live slots), kept for the session.
+extern ALLOC_HIDDEN Slot *g_growScratch;
+extern ALLOC_HIDDEN uint64_t g_growScratchBytes;
 
 // Called with the stripe locked. Keeps (live + tombstones) <= 3/4 of the capacity.
 static inline bool stripeReserve(Stripe *s) {

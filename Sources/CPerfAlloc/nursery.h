@@ -55,7 +55,10 @@ extern ALLOC_HIDDEN TLS Nursery *t_nursery;
 
 #define BUMP(field, by) __atomic_store_n(&(field), __atomic_load_n(&(field), __ATOMIC_RELAXED) + (by), __ATOMIC_RELAXED)
 
-static inline uint32_t nurseryIndex(uint64_t h) { return (uint32_t)(h >> 20) & (NURSERY_SLOTS - 1); }
+// The chunk's hashed base plus the position: a chunk's blocks never evict each other.
+static inline uint32_t nurseryIndex(uint64_t h) {
+  return (uint32_t)((h >> 20) + (h & POSITION_MASK)) & (NURSERY_SLOTS - 1);
+}
 
 __attribute__((noinline, cold)) ALLOC_HIDDEN Nursery *claimNursery(void);
 

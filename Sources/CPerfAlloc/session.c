@@ -45,6 +45,9 @@ static void unmapAll(void) {
     memset(s, 0, sizeof(*s));
     atomic_store(&s->lock, keep);
   }
+  if (g_growScratch) munmap(g_growScratch, g_growScratchBytes);
+  g_growScratch = NULL;
+  g_growScratchBytes = 0;
   if (g_stackSlots) munmap(g_stackSlots, (size_t)STACK_SLOTS * sizeof(StackSlot));
   if (g_stackArena) munmap(g_stackArena, (size_t)STACK_ARENA_FRAMES * sizeof(uint64_t));
   if (g_timeline) munmap(g_timeline, pageRound(g_timelineCapacity * sizeof(CPerfAlloc_TimelinePoint)));
@@ -318,6 +321,7 @@ int32_t CPerfAlloc_stop(CPerfAlloc_Error *error) {
   st->mode = g_mode;
   st->swiftObjectSites = g_objectSiteCount;
   st->nurseries = atomic_load(&g_nurseryCount);
+  st->blockTableBytes += g_growScratchBytes;
   uint64_t n = 0, f = 0, pre = 0, t = 0;
   for (int i = 0; i < STRIPES; i++) {
     Stripe *s = &g_stripes[i];
