@@ -76,6 +76,7 @@ test-tsan: setup
 bench: setup
 	@$(MAKE) --no-print-directory system-packages SYSTEM_PACKAGES="heaptrack valgrind linux-perf"
 	$(SWIFT) build -c release
+	$(SWIFT) build -c release --product bench-workload --sanitize=address --scratch-path .build-asan
 	$(SWIFT) run -c release perfharness-bench
 
 ## leak-corpus: every shape of the leaks corpus (cycles through closures, delegates, arrays

@@ -1,18 +1,24 @@
-// The bench's allocation workload alone, without perfharness linked in, for the peers to
-// run; prints the time its loop took, measured inside. `split SECONDS`: the Time
-// Profiler's accuracy workload for `perf record`, for that much CPU time.
+// The bench's allocation workloads alone, without perfharness linked in, for the peers
+// (heaptrack, valgrind, an AddressSanitizer build) and `perfharness record` to run: `NAME`
+// runs one (churn when none is named) and prints the time it took, measured inside.
+// `split SECONDS`: the Time Profiler's accuracy workload for `perf record`, for that much CPU
+// time.
 import BenchWorkloads
 import Glibc
 
-if CommandLine.arguments.count == 3, CommandLine.arguments[1] == "split", let seconds = Double(CommandLine.arguments[2])
-{
+let arguments = Array(CommandLine.arguments.dropFirst())
+if arguments.count == 2, arguments[0] == "split", let seconds = Double(arguments[1]) {
   SplitWorkload.run(cpuNanoseconds: UInt64(seconds * 1e9))
   exit(0)
 }
-
-var kept: [ChurnNode] = []
+guard arguments.count <= 1, let workload = AllocationWorkload(rawValue: arguments.first ?? "churn") else {
+  let names = AllocationWorkload.allCases.map(\.rawValue).joined(separator: ", ")
+  let message =
+    "error: unknown arguments '\(arguments.joined(separator: " "))'; accepted: one of \(names), or split SECONDS\n"
+  _ = message.withCString { write(2, $0, strlen($0)) }
+  exit(64)
+}
 let start = ContinuousClock.now
-churn(depth: 30, operations: churnOperations, kept: &kept)
+workload.run()
 let elapsed = (ContinuousClock.now - start).components
-print("churn-ms: \(Double(elapsed.seconds) * 1000 + Double(elapsed.attoseconds) / 1e15)")
-withExtendedLifetime(kept) {}
+print("workload-ms: \(Double(elapsed.seconds) * 1000 + Double(elapsed.attoseconds) / 1e15)")

@@ -64,8 +64,9 @@ let perfharness = binDirectory.appendingPathComponent("perfharness")
 let output = URL(fileURLWithPath: "Reports/bench")
 try FileManager.default.createDirectory(at: output, withIntermediateDirectories: true)
 let rounds = Int(ProcessInfo.processInfo.environment["BENCH_ROUNDS"] ?? "") ?? 5
-// `--only time` / `--only alloc` / `--only report`: the Time Profiler rows, the
-// Allocations rows, or the report-generation rows, alone, for work on one part (the full
+// `--only time` / `--only alloc` / `--only workloads` / `--only report`: the Time Profiler
+// rows, the Allocations rows, the allocation workloads beside the peers, or the
+// report-generation rows, alone, for work on one part (the full
 // run takes long); prints them and leaves docs/measurements.md and bench.json as they are.
 let benchArguments = Array(CommandLine.arguments.dropFirst())
 let onlyTime: Bool
@@ -74,6 +75,20 @@ switch benchArguments {
 case []: (onlyTime, onlyAllocations) = (false, false)
 case ["--only", "time"]: (onlyTime, onlyAllocations) = (true, false)
 case ["--only", "alloc"]: (onlyTime, onlyAllocations) = (false, true)
+case ["--only", "workloads"]:
+  let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("perfharness-bench-workloads")
+  try? FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
+  for figure in try measureWorkloads(
+    perfharness: perfharness.path, workload: binDirectory.appendingPathComponent("bench-workload").path,
+    rounds: max(3, rounds), scratch: scratch)
+  {
+    let meets = figure.meetsTarget.map { $0 ? "meets" : "misses" } ?? "–"
+    print(
+      "\(figure.name): \(String(format: "%.2f", figure.measured)) \(figure.unit) (target \(figure.target), \(meets)); \(figure.detail)"
+    )
+  }
+  try? FileManager.default.removeItem(at: scratch)
+  exit(0)
 case ["--only", "report"]:
   for figure in try measureReportGeneration(rounds: 3, output: output).figures {
     print(
@@ -84,7 +99,7 @@ case ["--only", "report"]:
 default:
   FileHandle.standardError.write(
     Data(
-      "error: unknown arguments '\(benchArguments.joined(separator: " "))'; accepted: none (every figure), --only time, --only alloc or --only report\n"
+      "error: unknown arguments '\(benchArguments.joined(separator: " "))'; accepted: none (every figure), --only time, --only alloc, --only workloads or --only report\n"
         .utf8))
   exit(64)
 }
@@ -520,9 +535,9 @@ func tool(_ name: String) -> String? {
   ["/usr/bin/\(name)", "/usr/local/bin/\(name)"].first { FileManager.default.isExecutableFile(atPath: $0) }
 }
 
-/// Runs `command` and returns the time the workload reported (its `churn-ms:` line, or
+/// Runs `command` and returns the time the workload reported (its `workload-ms:` line, or
 /// the steps of a JSON report).
-func timedRun(_ command: [String], timeoutSeconds: Int = 300) throws -> Double? {
+func timedRun(_ command: [String], environment: [String: String] = [:], timeoutSeconds: Int = 300) throws -> Double? {
   // Output goes to a file, not a pipe: a peer's helper process left behind (heaptrack's
   // compressor) must not keep the read open, and a run past its time is abandoned.
   let outputFile = FileManager.default.temporaryDirectory.appendingPathComponent("perfharness-bench-\(UUID()).out")
@@ -531,6 +546,9 @@ func timedRun(_ command: [String], timeoutSeconds: Int = 300) throws -> Double? 
   let process = Process()
   process.executableURL = URL(fileURLWithPath: command[0])
   process.arguments = Array(command.dropFirst())
+  if !environment.isEmpty {
+    process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+  }
   process.standardOutput = try FileHandle(forWritingTo: outputFile)
   process.standardError = FileHandle.nullDevice
   try process.run()
@@ -542,8 +560,8 @@ func timedRun(_ command: [String], timeoutSeconds: Int = 300) throws -> Double? 
   }
   guard process.terminationStatus == 0 else { return nil }
   let text = (try? String(contentsOf: outputFile, encoding: .utf8)) ?? ""
-  if let line = text.split(separator: "\n").first(where: { $0.hasPrefix("churn-ms: ") }) {
-    return Double(line.dropFirst("churn-ms: ".count))
+  if let line = text.split(separator: "\n").first(where: { $0.hasPrefix("workload-ms: ") }) {
+    return Double(line.dropFirst("workload-ms: ".count))
   }
   if let line = text.split(separator: "\n").last,
     let report = try? JSONDecoder().decode(Report.self, from: Data(line.utf8))
@@ -636,6 +654,8 @@ for name in ["countsOnly", "fullStacks"] {
           times.count, median(times), recordPlain, ratio, addedLinked, linkedRatio, plainChurn,
           median(peerTimes["heaptrack"] ?? [.nan]) / plainPeer)))
 }
+figures += try measureWorkloads(
+  perfharness: perfharness.path, workload: me, rounds: max(3, rounds), scratch: scratch)
 if let perf = tool("perf") {
   var perfTimes: [Double] = []
   for round in 0..<peerRounds {
