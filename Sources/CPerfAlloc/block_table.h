@@ -121,12 +121,19 @@ static inline void stripeErase(Stripe *s, uint64_t i) {
   Slot *slots = s->slots;
   uint64_t capacity = s->capacity;
   uint64_t j = i;
+  // A run of slots is mostly one chunk's blocks: its base is hashed once.
+  uint64_t chunk = UINT64_MAX, base = 0;
   for (;;) {
     j = (j + 1 == capacity) ? 0 : j + 1;
     uint64_t k = slots[j].w0 & ADDR_MASK;
     if (k == KEY_EMPTY) break;
     if (k == KEY_TOMBSTONE) continue;  // none are made any more; a hole cannot move past one
-    uint64_t home = slotIndex(hashAddress(k), capacity);
+    if (k >> CHUNK_BITS != chunk) {
+      chunk = k >> CHUNK_BITS;
+      base = slotIndex(hashAddress(k) & ~POSITION_MASK, capacity);
+    }
+    uint64_t home = base + ((k >> 1) & POSITION_MASK);
+    if (home >= capacity) home -= capacity;
     // Slot j may fill the hole at i unless its home lies cyclically in (i, j].
     bool homeInRange = (i <= j) ? (home > i && home <= j) : (home > i || home <= j);
     if (homeInRange) continue;

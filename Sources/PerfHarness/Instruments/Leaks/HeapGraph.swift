@@ -85,23 +85,33 @@ struct HeapGraph {
   private static func prepare(
     _ blocks: [RecordedBlock], recordedCount: Int, arrayStorage: [UInt: Int]
   ) -> ([UInt32], [CPerfHeapScan_Block]) {
-    var order = [UInt32](unsafeUninitializedCapacity: blocks.count) { buffer, count in
-      for index in 0..<blocks.count { buffer[index] = UInt32(index) }
+    // Sorted as (address, index) pairs side by side: comparing through the index into
+    // `blocks` missed the cache on every comparison (the sort was a third of a 4 M-block
+    // scan's analysis).
+    var keyed = [(address: UInt, index: UInt32)](unsafeUninitializedCapacity: blocks.count) { buffer, count in
+      for index in 0..<blocks.count { buffer[index] = (blocks[index].address, UInt32(index)) }
       count = blocks.count
     }
-    blocks.withUnsafeBufferPointer { source in
-      order.sort { source[Int($0)].address < source[Int($1)].address }
-    }
+    keyed.sort { $0.address < $1.address || ($0.address == $1.address && $0.index < $1.index) }
+    let order = keyed.map(\.index)
+    // Neighbours in memory are mostly of one type: the last type's flags are reused rather
+    // than looked up again (a lookup per block was a tenth of a big heap's analysis).
+    var lastMetadata: UInt = 0
+    var lastFlags: UInt32 = 0
     var cBlocks = [CPerfHeapScan_Block](unsafeUninitializedCapacity: blocks.count) { buffer, count in
       for (position, index) in order.enumerated() {
         let block = blocks[Int(index)]
         var flags: UInt32 = 0
         if block.isSwiftObject && block.metadata != 0 {
-          flags |= UInt32(CPerfHeapScan_BlockSwiftObject)
-          if let stride = arrayStorage[block.metadata] {
-            flags |= UInt32(CPerfHeapScan_BlockArrayStorage)
-            if stride > 0, stride <= 0xFFFF { flags |= UInt32(stride) << CPerfHeapScan_BlockStrideShift }
+          if block.metadata != lastMetadata {
+            lastMetadata = block.metadata
+            lastFlags = UInt32(CPerfHeapScan_BlockSwiftObject)
+            if let stride = arrayStorage[block.metadata] {
+              lastFlags |= UInt32(CPerfHeapScan_BlockArrayStorage)
+              if stride > 0, stride <= 0xFFFF { lastFlags |= UInt32(stride) << CPerfHeapScan_BlockStrideShift }
+            }
           }
+          flags = lastFlags
         }
         if Int(index) >= recordedCount { flags |= UInt32(CPerfHeapScan_BlockHolder) }
         buffer[position] = CPerfHeapScan_Block(

@@ -421,7 +421,7 @@ enum LeakAnalysis {
       ? nil
       : describeRetainers(
         graph: graph, roots: rootNodes, keepsAlive: { edgeKind[$0].keepsAlive }, block: block,
-        category: { categories[Int(nodeCategory[$0])] }, namer: &namer, symbolizer: symbolizer,
+        categories: categories, categoryIndex: { Int(nodeCategory[$0]) }, namer: &namer, symbolizer: symbolizer,
         allocatedBy: { node in stackOf(node).first.map { "\($0.symbol) [\($0.module)]" } })
 
     return LeaksReport(
@@ -447,17 +447,30 @@ enum LeakAnalysis {
   /// closure context allocated while recording.
   static func describeRetainers(
     graph: HeapGraph, roots: [UInt32], keepsAlive: (Int) -> Bool, block: (Int) -> RecordedBlock,
-    category: (Int) -> AllocationCategory, namer: inout EdgeNamer, symbolizer: Symbolizer?,
+    categories: [AllocationCategory], categoryIndex: (Int) -> Int, namer: inout EdgeNamer, symbolizer: Symbolizer?,
     allocatedBy: (Int) -> String? = { _ in nil }
   ) -> [LeaksReport.Retainers] {
+    func category(_ node: Int) -> AllocationCategory { categories[categoryIndex(node)] }
     let paths = RetainerPaths(graph: graph, seeds: roots, keepsAlive: keepsAlive)
+    // Grouped by category index first: a lookup by name per node hashed a string for each
+    // of a big heap's millions of blocks.
+    let reported = categories.map { $0.kind == .swiftClass || $0.kind == .closureContext }
+    var nodesByCategory = [[Int]](repeating: [], count: categories.count)
+    for node in 0..<graph.nodeCount where !graph.isHolder(node) && paths.parentEdge[node] != -2 {
+      let index = categoryIndex(node)
+      guard reported[index], !HeapGraph.isFreed(graph.marks[node]) else { continue }
+      nodesByCategory[index].append(node)
+    }
     var nodesByType: [String: [Int]] = [:]
     var isApp: [String: Bool] = [:]
-    for node in 0..<graph.nodeCount where !graph.isHolder(node) && paths.parentEdge[node] != -2 {
-      let kind = category(node).kind
-      guard kind == .swiftClass || kind == .closureContext, !HeapGraph.isFreed(graph.marks[node]) else { continue }
-      nodesByType[category(node).name, default: []].append(node)
-      isApp[category(node).name] = category(node).isApp
+    for (index, nodes) in nodesByCategory.enumerated() where !nodes.isEmpty {
+      let name = categories[index].name
+      if let earlier = nodesByType[name] {
+        nodesByType[name] = (earlier + nodes).sorted()  // two categories of one name: node order
+      } else {
+        nodesByType[name] = nodes
+      }
+      isApp[name] = categories[index].isApp
     }
     let types = nodesByType.keys.sorted {
       (isApp[$0] == true ? 0 : 1, -nodesByType[$0]!.count, $0) < (
