@@ -357,6 +357,21 @@ int32_t CPerfAlloc_stop(CPerfAlloc_Error *error) {
     f = snapshotFreed(&s->freed, g_freedSnapshot, f, freedEntries, false);
     t = snapshotFreed(&g_stripeByStack[i], g_stackTotals, t, stackEntries, true);
     st->lostStackTotals += g_stripeByStack[i].lost;
+    // Listed: no hook reads a table again (the flag is down), so its memory goes now rather
+    // than at release, and the listing and the tables are never held whole together (a big
+    // heap's peak memory).
+    if (g_blocks && s->slots) {
+      munmap(s->slots, s->mappedBytes);
+      s->slots = NULL;
+      s->capacity = 0;
+      s->mappedBytes = 0;
+      s->used = 0;
+    }
+  }
+  if (g_blocks && g_growScratch) {
+    munmap(g_growScratch, g_growScratchBytes);
+    g_growScratch = NULL;
+    g_growScratchBytes = 0;
   }
   for (uint32_t i = 0; i <= nurseries; i++) {
     const Nursery *x = i < nurseries ? g_nurseries[i] : &g_overflow;

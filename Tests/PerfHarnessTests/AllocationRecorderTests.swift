@@ -679,3 +679,19 @@ extension ProcessWideRecording {
     }
   }
 }
+
+@Suite("A listed block's size in memory")
+struct RecordedBlockLayoutTests {
+  /// A big heap's listing holds one per live block, beside the scan's arrays: its size is a
+  /// share of the leaks instrument's peak memory.
+  @Test func aListedBlockTakes48BytesAndKeepsItsFields() {
+    #expect(MemoryLayout<RecordedBlock>.stride == 48)
+    var block = RecordedBlock(
+      address: 0x7f00_0000_1000, size: 1 << 40, metadata: 0x5555_0000, isSwiftObject: true,
+      timestampNanoseconds: 123, stackID: 9, generation: 0xFFFF, threadID: 4242)
+    #expect(block.generation == 0xFFFF)
+    #expect(block.size == 1 << 40 && block.isSwiftObject && block.threadID == 4242 && block.stackID == 9)
+    block.generation = 7
+    #expect(block.generation == 7)
+  }
+}

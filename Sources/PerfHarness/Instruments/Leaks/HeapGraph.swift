@@ -88,12 +88,15 @@ struct HeapGraph {
     // Sorted as (address, index) pairs side by side: comparing through the index into
     // `blocks` missed the cache on every comparison (the sort was a third of a 4 M-block
     // scan's analysis).
-    var keyed = [(address: UInt, index: UInt32)](unsafeUninitializedCapacity: blocks.count) { buffer, count in
-      for index in 0..<blocks.count { buffer[index] = (blocks[index].address, UInt32(index)) }
-      count = blocks.count
-    }
-    keyed.sort { $0.address < $1.address || ($0.address == $1.address && $0.index < $1.index) }
-    let order = keyed.map(\.index)
+    // The pairs are gone before the scan's own arrays are made (a big heap's peak memory).
+    let order = {
+      var keyed = [(address: UInt, index: UInt32)](unsafeUninitializedCapacity: blocks.count) { buffer, count in
+        for index in 0..<blocks.count { buffer[index] = (blocks[index].address, UInt32(index)) }
+        count = blocks.count
+      }
+      keyed.sort { $0.address < $1.address || ($0.address == $1.address && $0.index < $1.index) }
+      return keyed.map(\.index)
+    }()
     // Neighbours in memory are mostly of one type: the last type's flags are reused rather
     // than looked up again (a lookup per block was a tenth of a big heap's analysis).
     var lastMetadata: UInt = 0
