@@ -5,7 +5,7 @@ SHELL := /bin/bash
 SYSTEM_PACKAGES := libunwind-dev libdw-dev
 # The HTML report's tests open it in a real headless browser; the pprof export is read back
 # by protoc.
-TEST_PACKAGES := chromium protobuf-compiler
+TEST_PACKAGES := chromium protobuf-compiler linux-perf
 # Scenarios are profiled in release, as Instruments profiles a Release build.
 RUN_CONFIGURATION ?= release
 ARGS ?=
