@@ -12,8 +12,8 @@ struct BigHeapRun: Codable {
   var analysisMilliseconds: Double
   var blocksScanned: Int
   var scannerMiB: Double
-  /// Filled in by the parent, from wait4.
-  var peakResidentMiB: Double = 0
+  /// The process's own peak (VmHWM), read as it ends.
+  var peakResidentMiB: Double
 }
 
 func runBigHeap(leaks: Bool) -> BigHeapRun {
@@ -29,30 +29,33 @@ func runBigHeap(leaks: Bool) -> BigHeapRun {
   }
   return BigHeapRun(
     analysisMilliseconds: report.leaks?.analysisMilliseconds ?? 0, blocksScanned: report.leaks?.blocksScanned ?? 0,
-    scannerMiB: Double(report.leaks?.scannerBytes ?? 0) / 1_048_576)
+    scannerMiB: Double(report.leaks?.scannerBytes ?? 0) / 1_048_576, peakResidentMiB: peakResidentMiB())
 }
 
-/// Runs `executable` with `arguments` and returns its last line of output with its peak
-/// resident memory (the kernel's count, from wait4), or nil if it failed.
-func runMeasuringPeakMemory(_ executable: String, _ arguments: [String]) -> BigHeapRun? {
-  let outputPath = FileManager.default.temporaryDirectory.appendingPathComponent("perfharness-bench-\(UUID()).out").path
-  defer { try? FileManager.default.removeItem(atPath: outputPath) }
-  var actions = posix_spawn_file_actions_t()
-  posix_spawn_file_actions_init(&actions)
-  defer { posix_spawn_file_actions_destroy(&actions) }
-  posix_spawn_file_actions_addopen(&actions, 1, outputPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-  posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
-  let argv = ([executable] + arguments).map { strdup($0) } + [nil]
-  defer { for argument in argv { free(argument) } }
-  var pid: pid_t = 0
-  guard posix_spawn(&pid, executable, &actions, nil, argv, environ) == 0 else { return nil }
-  var status: Int32 = 0
-  var usage = rusage()
-  while wait4(pid, &status, 0, &usage) < 0 && errno == EINTR {}
-  guard status == 0, let text = try? String(contentsOfFile: outputPath, encoding: .utf8),
-    let line = text.split(separator: "\n").last,
-    var run = try? JSONDecoder().decode(BigHeapRun.self, from: Data(line.utf8))
+/// Runs `executable` with `arguments` and returns the run it printed (its last line).
+func runBigHeapChild(_ executable: String, _ arguments: [String]) throws -> BigHeapRun? {
+  let process = Process()
+  process.executableURL = URL(fileURLWithPath: executable)
+  process.arguments = arguments
+  let pipe = Pipe()
+  process.standardOutput = pipe
+  process.standardError = FileHandle.nullDevice
+  try process.run()
+  let output = pipe.fileHandleForReading.readDataToEndOfFile()
+  process.waitUntilExit()
+  guard process.terminationStatus == 0,
+    let line = String(decoding: output, as: UTF8.self).split(separator: "\n").last
   else { return nil }
-  run.peakResidentMiB = Double(usage.ru_maxrss) / 1024
-  return run
+  return try? JSONDecoder().decode(BigHeapRun.self, from: Data(line.utf8))
+}
+
+/// This process's peak resident memory (VmHWM), in MiB. Read by the process itself: a child's
+/// rusage would not do, since a child started by vfork (as posix_spawn does) takes its
+/// parent's resident size into its own peak when it execs.
+func peakResidentMiB() -> Double {
+  let status = (try? String(contentsOfFile: "/proc/self/status", encoding: .utf8)) ?? ""
+  guard let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
+    let kibibytes = line.split(separator: " ").compactMap({ Double($0) }).first
+  else { return .nan }
+  return kibibytes / 1024
 }
