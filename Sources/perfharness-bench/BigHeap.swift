@@ -34,18 +34,9 @@ func runBigHeap(leaks: Bool) -> BigHeapRun {
 
 /// Runs `executable` with `arguments` and returns the run it printed (its last line).
 func runBigHeapChild(_ executable: String, _ arguments: [String]) throws -> BigHeapRun? {
-  let process = Process()
-  process.executableURL = URL(fileURLWithPath: executable)
-  process.arguments = arguments
-  let pipe = Pipe()
-  process.standardOutput = pipe
-  process.standardError = FileHandle.nullDevice
-  try process.run()
-  let output = pipe.fileHandleForReading.readDataToEndOfFile()
-  process.waitUntilExit()
-  guard process.terminationStatus == 0,
-    let line = String(decoding: output, as: UTF8.self).split(separator: "\n").last
-  else { return nil }
+  guard let output = try runQuietly([executable] + arguments), let line = output.split(separator: "\n").last else {
+    return nil
+  }
   return try? JSONDecoder().decode(BigHeapRun.self, from: Data(line.utf8))
 }
 

@@ -87,8 +87,7 @@ struct HeapGraph {
   ) -> ([UInt32], [CPerfHeapScan_Block]) {
     // Sorted as (address, index) pairs side by side: comparing through the index into
     // `blocks` missed the cache on every comparison (the sort was a third of a 4 M-block
-    // scan's analysis).
-    // The pairs are gone before the scan's own arrays are made (a big heap's peak memory).
+    // scan's analysis). The pairs are gone before the scan's arrays are made (peak memory).
     let order = {
       var keyed = [(address: UInt, index: UInt32)](unsafeUninitializedCapacity: blocks.count) { buffer, count in
         for index in 0..<blocks.count { buffer[index] = (blocks[index].address, UInt32(index)) }
