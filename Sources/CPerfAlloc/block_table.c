@@ -11,16 +11,6 @@ ALLOC_HIDDEN Slot *g_growScratch;
 ALLOC_HIDDEN uint64_t g_growScratchBytes;
 static CPerfSupport_SpinLock g_growLock;  // the scratch; taken inside one stripe's lock only
 
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23
-#endif
-
-// Pages are populated in one call where the table will be written soon (rehash now, inserts
-// up to 3/4 load): on a VM a fault per page costs more than the table's own work.
-static void populate(void *from, size_t bytes) {
-  if (bytes) (void)madvise(from, bytes, MADV_POPULATE_WRITE);  // older kernels: faults instead
-}
-
 static void reinsert(Slot *slots, uint64_t capacity, const Slot *entries, uint64_t count) {
   for (uint64_t n = 0; n < count; n++) {
     uint64_t j = slotIndex(hashAddress(entries[n].w0 & ADDR_MASK), capacity);
@@ -38,7 +28,7 @@ ALLOC_HIDDEN bool stripeMap(Stripe *s, uint64_t capacity) {
   if (!s->slots) {
     Slot *slots = mapBytes(bytes);
     if (!slots) return false;
-    populate(slots, bytes);
+    populateBytes(slots, bytes);
     s->slots = slots;
     s->capacity = bytes / sizeof(Slot);
     s->mappedBytes = bytes;
@@ -58,7 +48,7 @@ ALLOC_HIDDEN bool stripeMap(Stripe *s, uint64_t capacity) {
       CPerfSupport_spinUnlock(&g_growLock);
       return false;
     }
-    populate(scratch, scratchBytes);
+    populateBytes(scratch, scratchBytes);
     if (g_growScratch) munmap(g_growScratch, g_growScratchBytes);
     g_growScratch = scratch;
     g_growScratchBytes = scratchBytes;
@@ -71,7 +61,7 @@ ALLOC_HIDDEN bool stripeMap(Stripe *s, uint64_t capacity) {
       return false;
     }
     slots = grown;
-    populate((char *)slots + oldBytes, bytes - oldBytes);
+    populateBytes((char *)slots + oldBytes, bytes - oldBytes);
   }
   uint64_t count = 0;
   for (uint64_t i = 0; i < s->capacity; i++)

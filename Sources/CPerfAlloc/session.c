@@ -305,6 +305,7 @@ int32_t CPerfAlloc_stop(CPerfAlloc_Error *error) {
   }
   g_blocksBytes = pageRound((live ? live : 1) * sizeof(CPerfAlloc_Block));
   g_blocks = mapBytes(g_blocksBytes);
+  populateBytes(g_blocks, g_blocksBytes);
   g_freedBytes = pageRound((freedEntries ? freedEntries : 1) * sizeof(CPerfAlloc_Freed));
   g_freedSnapshot = mapBytes(g_freedBytes);
   g_stackTotalsBytes = pageRound((stackEntries ? stackEntries : 1) * sizeof(CPerfAlloc_Freed));

@@ -275,7 +275,11 @@ final class AllocationRecorder: Sendable {
     var stacks: [UInt32: [UInt]] = [:]
     Self.readStacks(of: liveBlocks, into: &stacks)
     var names = CategoryNamer()
-    for block in liveBlocks { names.name(block.categoryKey) }
+    var previous: AllocationCategoryKey?
+    for block in liveBlocks where block.categoryKey != previous {  // neighbours share a type
+      names.name(block.categoryKey)
+      previous = block.categoryKey
+    }
     for block in preexistingBlocks where block.isSwiftObject { names.name(block.categoryKey) }
     return AllocationRecording(
       mode: mode, startNanoseconds: 0, stopNanoseconds: 0, liveBlocks: liveBlocks, freed: [:],
@@ -368,7 +372,11 @@ final class AllocationRecorder: Sendable {
     }
 
     var names = CategoryNamer()
-    for block in liveBlocks { names.name(block.categoryKey) }
+    var previous: AllocationCategoryKey?
+    for block in liveBlocks where block.categoryKey != previous {  // neighbours share a type
+      names.name(block.categoryKey)
+      previous = block.categoryKey
+    }
     for key in freed.keys { names.name(key) }
     // The scan reads array storage headers of holders too.
     for block in preexistingBlocks where block.isSwiftObject { names.name(block.categoryKey) }

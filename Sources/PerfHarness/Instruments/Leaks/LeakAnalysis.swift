@@ -139,8 +139,16 @@ enum LeakAnalysis {
     var categoryIndex: [AllocationCategoryKey: UInt32] = [:]
     var categories: [AllocationCategory] = []
     var nodeCategory = [UInt32](repeating: 0, count: nodeCount)
+    // Nodes are in address order, where neighbours are mostly of one type: the previous
+    // node's category is tried before the dictionary (a lookup per node of a 16 M-block heap).
+    var previous: (key: AllocationCategoryKey, index: UInt32)?
     for node in 0..<nodeCount {
       let key = block(node).categoryKey
+      if let previous, previous.key == key {
+        nodeCategory[node] = previous.index
+        continue
+      }
+      defer { previous = (key, nodeCategory[node]) }
       if let known = categoryIndex[key] {
         nodeCategory[node] = known
       } else {
