@@ -1,6 +1,7 @@
 // The bench's allocation workloads alone, without perfharness linked in, for the peers
 // (heaptrack, valgrind, an AddressSanitizer build) and `perfharness record` to run: `NAME`
-// runs one (churn when none is named) and prints the time it took, measured inside.
+// runs one (churn when none is named) and prints the time it took, measured inside;
+// `keep COUNT` makes COUNT small objects and keeps them until exit (a heap for leak checks).
 // `split SECONDS`: the Time Profiler's accuracy workload for `perf record`, for that much CPU
 // time.
 import BenchWorkloads
@@ -11,14 +12,18 @@ if arguments.count == 2, arguments[0] == "split", let seconds = Double(arguments
   SplitWorkload.run(cpuNanoseconds: UInt64(seconds * 1e9))
   exit(0)
 }
-guard arguments.count <= 1, let workload = AllocationWorkload(rawValue: arguments.first ?? "churn") else {
+// `keep COUNT`: COUNT small objects kept until exit, for a leak check at exit to scan.
+nonisolated(unsafe) var keptUntilExit: [ChurnNode] = []
+let keepCount = arguments.count == 2 && arguments[0] == "keep" ? Int(arguments[1]).flatMap { $0 > 0 ? $0 : nil } : nil
+let workload = arguments.count <= 1 ? AllocationWorkload(rawValue: arguments.first ?? "churn") : nil
+guard keepCount != nil || workload != nil else {
   let names = AllocationWorkload.allCases.map(\.rawValue).joined(separator: ", ")
   let message =
-    "error: unknown arguments '\(arguments.joined(separator: " "))'; accepted: one of \(names), or split SECONDS\n"
+    "error: unknown arguments '\(arguments.joined(separator: " "))'; accepted: one of \(names), split SECONDS or keep COUNT\n"
   _ = message.withCString { write(2, $0, strlen($0)) }
   exit(64)
 }
 let start = ContinuousClock.now
-workload.run()
+if let keepCount { keptUntilExit = (0..<keepCount).map { ChurnNode($0) } } else { workload?.run() }
 let elapsed = (ContinuousClock.now - start).components
 print("workload-ms: \(Double(elapsed.seconds) * 1000 + Double(elapsed.attoseconds) / 1e15)")

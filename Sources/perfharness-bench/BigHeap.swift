@@ -50,3 +50,65 @@ func peakResidentMiB() -> Double {
   else { return .nan }
   return kibibytes / 1024
 }
+
+/// The wall time of `command` and the time its workload reported (`workload-ms:`), in ms.
+func wallAndWorkload(_ command: [String], environment: [String: String] = [:]) throws -> (
+  wall: Double, workload: Double
+)? {
+  let process = Process()
+  process.executableURL = URL(fileURLWithPath: command[0])
+  process.arguments = Array(command.dropFirst())
+  if !environment.isEmpty {
+    process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+  }
+  let pipe = Pipe()
+  process.standardOutput = pipe
+  process.standardError = FileHandle.nullDevice
+  let started = ContinuousClock.now
+  try process.run()
+  let output = pipe.fileHandleForReading.readDataToEndOfFile()
+  process.waitUntilExit()
+  let wall = (ContinuousClock.now - started).milliseconds
+  guard process.terminationStatus == 0,
+    let line = String(decoding: output, as: UTF8.self).split(separator: "\n").first(where: {
+      $0.hasPrefix("workload-ms: ")
+    }), let workload = Double(line.dropFirst("workload-ms: ".count))
+  else { return nil }
+  return (wall, workload)
+}
+
+/// A leak check of 16 M live objects at exit (#26 asks faster than LeakSanitizer's): what each
+/// adds after the program's own work. Ours: `perfharness record --instruments leaks`, its wall
+/// time less the program's loop and less what the plain run spends outside its loop. LSan's:
+/// the ASan build with `detect_leaks=1` less the same build with `detect_leaks=0`, loops aside.
+func measureLeakCheckAgainstLSan(perfharness: String, workload: String, scratch: URL) throws -> Figure {
+  let keep = ["keep", "16000000"]
+  let asan = ".build-asan/release/bench-workload"
+  guard let plain = try wallAndWorkload([workload] + keep),
+    let ours = try wallAndWorkload(
+      [
+        perfharness, "record", "--instruments", "leaks", "--format", "json", "--output",
+        scratch.appendingPathComponent("keep").path, "--", workload,
+      ] + keep)
+  else {
+    return Figure(
+      name: "Leaks: 16 M-block check at exit vs LeakSanitizer's", measured: .nan, unit: "s", target: "< LSan's",
+      meetsTarget: nil, detail: "the runs failed")
+  }
+  let outside = plain.wall - plain.workload
+  let oursSeconds = (ours.wall - ours.workload - outside) / 1000
+  var lsanSeconds = Double.nan
+  if FileManager.default.isExecutableFile(atPath: asan),
+    let off = try wallAndWorkload([asan] + keep, environment: ["ASAN_OPTIONS": "detect_leaks=0"]),
+    let on = try wallAndWorkload([asan] + keep, environment: ["ASAN_OPTIONS": "detect_leaks=1"])
+  {
+    lsanSeconds = ((on.wall - on.workload) - (off.wall - off.workload)) / 1000
+  }
+  return Figure(
+    name: "Leaks: 16 M-block check at exit vs LeakSanitizer's", measured: oursSeconds, unit: "s",
+    target: "< LSan's", meetsTarget: lsanSeconds.isNaN ? nil : oursSeconds < lsanSeconds,
+    detail: String(
+      format:
+        "bench-workload keep 16000000 (16 M small objects kept to exit), one run each: perfharness record --instruments leaks adds %.1f s after the program's loop (its wall %.1f s, the loop %.1f s); LeakSanitizer's check adds %.1f s to the ASan build's run",
+      oursSeconds, ours.wall / 1000, ours.workload / 1000, lsanSeconds))
+}

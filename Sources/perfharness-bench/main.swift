@@ -78,9 +78,10 @@ case ["--only", "alloc"]: (onlyTime, onlyAllocations) = (false, true)
 case ["--only", "workloads"]:
   let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("perfharness-bench-workloads")
   try? FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
-  for figure in try measureWorkloads(
-    perfharness: perfharness.path, workload: binDirectory.appendingPathComponent("bench-workload").path,
-    rounds: max(3, rounds), scratch: scratch)
+  let workload = binDirectory.appendingPathComponent("bench-workload").path
+  for figure
+    in try measureWorkloads(perfharness: perfharness.path, workload: workload, rounds: max(3, rounds), scratch: scratch)
+    + [measureLeakCheckAgainstLSan(perfharness: perfharness.path, workload: workload, scratch: scratch)]
   {
     let meets = figure.meetsTarget.map { $0 ? "meets" : "misses" } ?? "–"
     print(
@@ -690,6 +691,8 @@ for name in ["countsOnly", "fullStacks"] {
 }
 figures += try measureWorkloads(
   perfharness: perfharness.path, workload: me, rounds: max(3, rounds), scratch: scratch)
+FileHandle.standardError.write(Data("bench: a leak check of 16 M objects beside LeakSanitizer's\n".utf8))
+figures.append(try measureLeakCheckAgainstLSan(perfharness: perfharness.path, workload: me, scratch: scratch))
 if let perf = tool("perf") {
   var perfTimes: [Double] = []
   for round in 0..<peerRounds {
