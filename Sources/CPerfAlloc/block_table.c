@@ -37,12 +37,10 @@ ALLOC_HIDDEN bool stripeMap(Stripe *s, uint64_t capacity) {
   }
   size_t oldBytes = s->mappedBytes;
   if (bytes < oldBytes) bytes = oldBytes;
-  uint64_t occupied = 0;
-  for (uint64_t i = 0; i < s->capacity; i++) occupied += (s->slots[i].w0 & ADDR_MASK) > KEY_TOMBSTONE;
   CPerfSupport_spinLock(&g_growLock);
-  size_t needed = pageRound((size_t)occupied * sizeof(Slot));
-  if (needed > g_growScratchBytes) {
-    size_t scratchBytes = needed + needed / 2;
+  // As large as the table being grown, which no count of its live slots can exceed.
+  if (oldBytes > g_growScratchBytes) {
+    size_t scratchBytes = oldBytes;
     Slot *scratch = mapBytes(scratchBytes);
     if (!scratch) {
       CPerfSupport_spinUnlock(&g_growLock);

@@ -51,30 +51,14 @@ func peakResidentMiB() -> Double {
   return kibibytes / 1024
 }
 
-/// The wall time of `command` and the time its workload reported (`workload-ms:`), in ms.
+/// The wall time of `command` and the time its workload reported (`workload-ms:`), in ms;
+/// the wall time to timedRun's 20 ms polling, enough for runs of seconds.
 func wallAndWorkload(_ command: [String], environment: [String: String] = [:]) throws -> (
   wall: Double, workload: Double
 )? {
-  let process = Process()
-  process.executableURL = URL(fileURLWithPath: command[0])
-  process.arguments = Array(command.dropFirst())
-  if !environment.isEmpty {
-    process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-  }
-  let pipe = Pipe()
-  process.standardOutput = pipe
-  process.standardError = FileHandle.nullDevice
   let started = ContinuousClock.now
-  try process.run()
-  let output = pipe.fileHandleForReading.readDataToEndOfFile()
-  process.waitUntilExit()
-  let wall = (ContinuousClock.now - started).milliseconds
-  guard process.terminationStatus == 0,
-    let line = String(decoding: output, as: UTF8.self).split(separator: "\n").first(where: {
-      $0.hasPrefix("workload-ms: ")
-    }), let workload = Double(line.dropFirst("workload-ms: ".count))
-  else { return nil }
-  return (wall, workload)
+  guard let workload = try timedRun(command, environment: environment) else { return nil }
+  return ((ContinuousClock.now - started).milliseconds, workload)
 }
 
 /// A leak check of 16 M live objects at exit (#26 asks faster than LeakSanitizer's): what each

@@ -144,20 +144,19 @@ enum LeakAnalysis {
     var previous: (key: AllocationCategoryKey, index: UInt32)?
     for node in 0..<nodeCount {
       let key = block(node).categoryKey
+      let index: UInt32
       if let previous, previous.key == key {
-        nodeCategory[node] = previous.index
-        continue
-      }
-      defer { previous = (key, nodeCategory[node]) }
-      if let known = categoryIndex[key] {
-        nodeCategory[node] = known
+        index = previous.index
+      } else if let known = categoryIndex[key] {
+        index = known
       } else {
-        let index = UInt32(categories.count)
+        index = UInt32(categories.count)
         // A closure context's name already lists what it captures.
         categories.append(recording.category(for: key))
         categoryIndex[key] = index
-        nodeCategory[node] = index
       }
+      nodeCategory[node] = index
+      previous = (key, index)
     }
 
     // Edge kinds: side-table flags from the scanner, ownership from field metadata.
