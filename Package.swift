@@ -82,7 +82,10 @@ let package = Package(
     // timings), shared with the tests that check it; in no product.
     .target(name: "PerfBenchSupport", dependencies: ["PerfHarness", "PerfReports"]),
     .target(name: "BenchWorkloads"),
-    .executableTarget(name: "bench-workload", dependencies: ["BenchWorkloads"]),
+    // What a timer interrupt and a signal cost here before any profiler's work (C: a
+    // signal handler and perf_event_open, a variadic system call Swift cannot call).
+    .target(name: "CBenchSampling", cSettings: [.define("_GNU_SOURCE")]),
+    .executableTarget(name: "bench-workload", dependencies: ["BenchWorkloads", "CBenchSampling"]),
     // Scenarios that crash or hang, for the robustness tests.
     .executableTarget(
       name: "perfharness-fixtures", dependencies: ["PerfHarnessCLI", "PerfHarness"], path: "Tests/Fixtures/Scenarios"),
