@@ -85,7 +85,8 @@ let package = Package(
     // What a timer interrupt and a signal cost here before any profiler's work (C: a
     // signal handler and perf_event_open, a variadic system call Swift cannot call).
     .target(name: "CBenchSampling", cSettings: [.define("_GNU_SOURCE")]),
-    .executableTarget(name: "bench-workload", dependencies: ["BenchWorkloads", "CBenchSampling"]),
+    .executableTarget(name: "bench-workload", dependencies: ["BenchWorkloads"]),
+    .executableTarget(name: "bench-sampling-floor", dependencies: ["CBenchSampling"]),
     // Scenarios that crash or hang, for the robustness tests.
     .executableTarget(
       name: "perfharness-fixtures", dependencies: ["PerfHarnessCLI", "PerfHarness"], path: "Tests/Fixtures/Scenarios"),

@@ -3,8 +3,8 @@ import Foundation
 // The floor under any CPU-time profiler's overhead on this machine: a fixed loop under a
 // cpu-clock perf event at 4 kHz, without a signal (what perf record pays: the kernel writes
 // the sample) and with one to an empty handler (what every signal-based profiler pays
-// before its handler runs), against the plain loop. `bench-workload sampling-floor` runs
-// the loops in a process of its own, its sources in rotating order.
+// before its handler runs), against the plain loop. `bench-sampling-floor` runs the loops
+// in a process of its own, its sources in rotating order.
 
 struct SamplingFloor {
   /// Microseconds each overflow added to the loop: the event alone, and with its signal.
@@ -15,8 +15,8 @@ struct SamplingFloor {
 }
 
 func measureSamplingFloor(rounds: Int) throws -> SamplingFloor? {
-  let workload = binDirectory.appendingPathComponent("bench-workload").path
-  guard let output = try runQuietly([workload, "sampling-floor", String(rounds)]) else { return nil }
+  let floorBinary = binDirectory.appendingPathComponent("bench-sampling-floor").path
+  guard let output = try runQuietly([floorBinary, String(rounds)]) else { return nil }
   // round -> source -> (ms, samples)
   var runs: [Int: [String: (Double, Double)]] = [:]
   for line in output.split(separator: "\n") where line.hasPrefix("sampling-floor:") {

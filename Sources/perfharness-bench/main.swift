@@ -750,6 +750,9 @@ print(header + table)
 
 let encoder = JSONEncoder()
 encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+// A figure that could not be measured (a peer missing) is NaN, which JSON has no number for.
+encoder.nonConformingFloatEncodingStrategy = .convertToString(
+  positiveInfinity: "inf", negativeInfinity: "-inf", nan: "not measured")
 try encoder.encode(figures).write(to: output.appendingPathComponent("bench.json"))
 try Data((header + table).utf8).write(to: output.appendingPathComponent("performance.md"))
 

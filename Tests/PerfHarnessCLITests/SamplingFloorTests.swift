@@ -1,13 +1,13 @@
 import Foundation
 import Testing
 
-/// `bench-workload sampling-floor`, whose runs `make bench` turns into the sampling floor's
+/// `bench-sampling-floor`, whose runs `make bench` turns into the sampling floor's
 /// rows: each source runs once per round and counts what it took. The times are the
 /// bench's to judge; what is checked here is that every run is there and its overflows
 /// were counted, with and without the signal.
 @Suite struct SamplingFloorTests {
   @Test func everySourceRunsAndCountsItsOverflows() throws {
-    let result = try BuiltBinary("bench-workload").run(["sampling-floor", "2"])
+    let result = try BuiltBinary("bench-sampling-floor").run(["2"])
     #expect(result.status == 0, "\(result.standardError)")
     var runs: [String: [(ms: Double, samples: Double)]] = [:]
     for line in result.standardOutput.split(separator: "\n") where line.hasPrefix("sampling-floor:") {
