@@ -90,6 +90,21 @@ case ["--only", "workloads"]:
   }
   try? FileManager.default.removeItem(at: scratch)
   exit(0)
+case let arguments
+where arguments.count == 3 && arguments[0] == "--linked" && ["churn", "trees"].contains(arguments[1]):
+  // One round of a linked workload in a process of its own (see linkedConfigurations).
+  guard let configuration = linkedConfigurations().first(where: { $0.0 == benchArguments[2] })?.1 else {
+    FileHandle.standardError.write(
+      Data("error: unknown mode '\(benchArguments[2])'; accepted: plain, countsOnly or fullStacks\n".utf8))
+    exit(64)
+  }
+  let scenario =
+    benchArguments[1] == "churn" ? churnScenario("allocation-churn", depth: 30, repeats: 1) : treesScenario()
+  let report = MainActor.assumeIsolated {
+    ScenarioRunner(configuration: configuration).run(scenario, variant: .starter, iterations: 1)
+  }
+  print("workload-ms: \(report.steps.first?.totalMilliseconds ?? .nan)")
+  exit(0)
 case ["--big-heap", "none"], ["--big-heap", "leaks"]:
   let run = runBigHeap(leaks: benchArguments[1] == "leaks")
   print(String(decoding: try JSONEncoder().encode(run), as: UTF8.self))
@@ -173,6 +188,22 @@ let pairedRatios = zip(profiled, plain).map { $0 / $1 }
 // The per-sample cost at the stack depth the issue names (30-40 frames; the scrolling
 // scenario's median is ~22): the allocation churn below a 25-deep recursion, profiled in
 // this process, a few runs of ~1 s of CPU each.
+/// The linked workloads' modes: untracked, types and counts, full stacks.
+func linkedConfigurations() -> [(String, RecordingConfiguration)] {
+  [
+    ("plain", RecordingConfiguration(instruments: [])),
+    ("countsOnly", RecordingConfiguration(instruments: [.allocations], allocationStacks: false)),
+    ("fullStacks", RecordingConfiguration(instruments: [.allocations], allocationStacks: true)),
+  ]
+}
+
+/// The long-lived workload as a one-step scenario.
+func treesScenario() -> Scenario {
+  Scenario("long-lived-trees", summary: "bench workload", variants: [.starter], defaultIterations: 1) { context in
+    context.step("trees") { blackHole(buildTrees(trees: 3, nodes: 200_000)) }
+  }
+}
+
 /// The allocation churn as a one-step scenario, `repeats` times at `depth`.
 func churnScenario(_ name: String, depth: Int, repeats: Int) -> Scenario {
   Scenario(name, summary: "bench workload", variants: [.starter], defaultIterations: 1) { context in
@@ -414,46 +445,36 @@ if onlyTime {
   exit(0)
 }
 
-// Allocations: an allocation-heavy Swift workload in this process, untracked, with types
-// and counts only, and with full stacks.
+// Allocations linked: an allocation-heavy Swift workload untracked, with types and counts
+// only, and with full stacks. Each run is a process of its own (`--linked WORKLOAD MODE`): a
+// run's time depends on where the loader and the kernel put things (the same binary's runs
+// fall in modes ~20 ms apart), and one process would keep one layout for all its rounds,
+// so a sitting's linked figure would be that layout's, and not comparable with
+// `perfharness record`'s runs, which are processes of their own too.
+let benchExecutable = binDirectory.appendingPathComponent("perfharness-bench").path
 
-let allocationChurn = churnScenario("allocation-churn", depth: 30, repeats: 1)
+/// `rounds` rounds of `workload` in every mode, each run in its own process; times by mode.
+func linkedTimes(_ workload: String, rounds: Int) throws -> [String: [Double]] {
+  var times: [String: [Double]] = [:]
+  for round in 0..<rounds {
+    // Every other round runs the modes in reverse order, so a drift of the machine's speed
+    // over a round weighs on the untracked run as much as on the tracked ones.
+    let modes = linkedConfigurations().map(\.0)
+    for name in round % 2 == 0 ? modes : modes.reversed() {
+      times[name, default: []].append(try timedRun([benchExecutable, "--linked", workload, name]) ?? .nan)
+    }
+  }
+  return times
+}
 
-// A round takes half a second: more rounds steady the ratios' medians.
+// A round takes a second: more rounds steady the ratios' medians.
 let allocationRounds = max(rounds, 9)
 FileHandle.standardError.write(Data("bench: allocation tracking, \(allocationRounds) alternating rounds\n".utf8))
-var allocationTimes: [String: [Double]] = [:]
+let allocationTimes = try linkedTimes("churn", rounds: allocationRounds)
 var bytesPerBlock: [Double] = []
-let allocationModes: [(String, RecordingConfiguration)] = [
-  ("plain", RecordingConfiguration(instruments: [])),
-  ("countsOnly", RecordingConfiguration(instruments: [.allocations], allocationStacks: false)),
-  ("fullStacks", RecordingConfiguration(instruments: [.allocations], allocationStacks: true)),
-]
-for round in 0..<allocationRounds {
-  // Every other round runs the modes in reverse order, so a drift of the machine's speed
-  // over a round weighs on the untracked run as much as on the tracked ones.
-  for (name, configuration) in round % 2 == 0 ? allocationModes : allocationModes.reversed() {
-    let report = MainActor.assumeIsolated {
-      ScenarioRunner(configuration: configuration).run(allocationChurn, variant: .starter, iterations: 1)
-    }
-    allocationTimes[name, default: []].append(report.steps.first?.totalMilliseconds ?? .nan)
-  }
-}
 // Long-lived blocks: 3 trees of 200 k nodes kept to the end of the step, where the bench's
 // churn (blocks that die young) is the best case. The same modes, fewer rounds.
-let longLived = Scenario("long-lived-trees", summary: "bench workload", variants: [.starter], defaultIterations: 1) {
-  context in
-  context.step("trees") { blackHole(buildTrees(trees: 3, nodes: 200_000)) }
-}
-var longLivedTimes: [String: [Double]] = [:]
-for round in 0..<max(5, rounds) {
-  for (name, configuration) in round % 2 == 0 ? allocationModes : allocationModes.reversed() {
-    let report = MainActor.assumeIsolated {
-      ScenarioRunner(configuration: configuration).run(longLived, variant: .starter, iterations: 1)
-    }
-    longLivedTimes[name, default: []].append(report.steps.first?.totalMilliseconds ?? .nan)
-  }
-}
+let longLivedTimes = try linkedTimes("trees", rounds: max(5, rounds))
 // Memory per live block needs many live blocks: keep a million small objects.
 let manyLive = Scenario("many-live-blocks", summary: "bench workload", variants: [.starter], defaultIterations: 1) {
   context in
@@ -490,7 +511,6 @@ for _ in 0..<(onlyAllocations ? 0 : 3) {
 // twice the untracked process's memory), each run in a process of its own (BigHeap.swift).
 var bigHeapRuns: [BigHeapRun] = []
 var bigHeapPlain: [BigHeapRun] = []
-let benchExecutable = binDirectory.appendingPathComponent("perfharness-bench").path
 for _ in 0..<(onlyAllocations ? 0 : 2) {
   if let run = try runBigHeapChild(benchExecutable, ["--big-heap", "none"]) { bigHeapPlain.append(run) }
   if let run = try runBigHeapChild(benchExecutable, ["--big-heap", "leaks"]) { bigHeapRuns.append(run) }
@@ -508,7 +528,7 @@ for (name, target) in [("countsOnly", 1.2), ("fullStacks", 2.0)] {
       measured: ratio, unit: "x", target: "< \(target)x", meetsTarget: ratio < target,
       detail: String(
         format:
-          "%.1f M malloc+free at stack depth ~35; median of %d rounds' ratios (against the untracked run of the same round); medians %.0f ms vs %.0f ms untracked",
+          "%.1f M malloc+free at stack depth ~35; median of %d rounds' ratios (against the untracked run of the same round; each run a process of its own); medians %.0f ms vs %.0f ms untracked",
         Double(churnOperations) / 1e6, allocationRounds, median(allocationTimes[name] ?? []), plainChurn)))
 }
 for (name, target) in [("countsOnly", 1.3), ("fullStacks", 1.6)] {
@@ -520,7 +540,7 @@ for (name, target) in [("countsOnly", 1.3), ("fullStacks", 1.6)] {
       measured: ratio, unit: "x", target: "<= \(target)x", meetsTarget: ratio <= target,
       detail: String(
         format:
-          "3 trees of 200 k class instances and a dictionary, all kept to the end (the worst case: blocks outlive the per-thread tables); median of %d rounds' ratios; medians %.0f ms vs %.0f ms untracked",
+          "3 trees of 200 k class instances and a dictionary, all kept to the end (the worst case: blocks outlive the per-thread tables); median of %d rounds' ratios (each run a process of its own); medians %.0f ms vs %.0f ms untracked",
         (longLivedTimes[name] ?? []).count, median(longLivedTimes[name] ?? []),
         median(longLivedTimes["plain"] ?? []))))
 }
@@ -567,7 +587,7 @@ if onlyAllocations {
   for figure in figures {
     print("\(figure.name): \(format(figure.measured)) \(figure.unit) (target \(figure.target)); \(figure.detail)")
   }
-  let perRound = allocationModes.map { name, _ in
+  let perRound = linkedConfigurations().map { name, _ in
     "\(name) \((allocationTimes[name] ?? []).map { String(format: "%.0f", $0) })"
   }
   print("rounds: churn ms \(perRound.joined(separator: ", "))")
@@ -698,7 +718,7 @@ for name in ["countsOnly", "fullStacks"] {
         ? "perfharness record did not run"
         : String(
           format:
-            "bench-workload preloaded (the binary the peers run), %d rounds: median %.0f ms vs %.0f ms untracked (median ratio %.2fx, separate processes); linked into this process: %.1f ns added (%.2fx, against %.0f ms untracked); heaptrack on the same binary: %.2fx",
+            "bench-workload preloaded (the binary the peers run), %d rounds: median %.0f ms vs %.0f ms untracked (median ratio %.2fx, separate processes); linked (separate processes too): %.1f ns added (%.2fx, against %.0f ms untracked); heaptrack on the same binary: %.2fx",
           times.count, median(times), recordPlain, ratio, addedLinked, linkedRatio, plainChurn,
           median(peerTimes["heaptrack"] ?? [.nan]) / plainPeer)))
 }
