@@ -17,6 +17,7 @@
 #define g_blockCount              cperf_alloc_g_blockCount
 #define g_blocks                  cperf_alloc_g_blocks
 #define g_blocksBytes             cperf_alloc_g_blocksBytes
+#define g_blocksReleased          cperf_alloc_g_blocksReleased
 #define g_countsFast              cperf_alloc_g_countsFast
 #define g_drainSeq                cperf_alloc_g_drainSeq
 #define g_freedBytes              cperf_alloc_g_freedBytes

@@ -52,6 +52,7 @@ static void unmapAll(void) {
   if (g_stackArena) munmap(g_stackArena, (size_t)STACK_ARENA_FRAMES * sizeof(uint64_t));
   if (g_timeline) munmap(g_timeline, pageRound(g_timelineCapacity * sizeof(CPerfAlloc_TimelinePoint)));
   if (g_blocks) munmap(g_blocks, g_blocksBytes);
+  g_blocksReleased = 0;
   if (g_preBlocks) munmap(g_preBlocks, g_preBlocksBytes);
   g_preBlocks = NULL;
   g_preBlockCount = 0;
@@ -305,7 +306,10 @@ int32_t CPerfAlloc_stop(CPerfAlloc_Error *error) {
   }
   g_blocksBytes = pageRound((live ? live : 1) * sizeof(CPerfAlloc_Block));
   g_blocks = mapBytes(g_blocksBytes);
-  populateBytes(g_blocks, g_blocksBytes);
+  g_blocksReleased = 0;
+  // Populated a stripe's share at a time, just before it is written: populated whole, the
+  // listing was held beside every table still unlisted (a big heap's peak memory).
+  size_t populated = 0;
   g_freedBytes = pageRound((freedEntries ? freedEntries : 1) * sizeof(CPerfAlloc_Freed));
   g_freedSnapshot = mapBytes(g_freedBytes);
   g_stackTotalsBytes = pageRound((stackEntries ? stackEntries : 1) * sizeof(CPerfAlloc_Freed));
@@ -334,6 +338,14 @@ int32_t CPerfAlloc_stop(CPerfAlloc_Error *error) {
     st->lostBlocks += s->lostBlocks;
     st->lostFreedKeys += s->freed.lost;
     st->blockTableBytes += s->mappedBytes;
+    if (g_blocks) {
+      size_t upTo = pageRound((size_t)(n + s->live) * sizeof(CPerfAlloc_Block));
+      if (upTo > g_blocksBytes) upTo = g_blocksBytes;
+      if (upTo > populated) {
+        populateBytes((char *)g_blocks + populated, upTo - populated);
+        populated = upTo;
+      }
+    }
     for (uint64_t j = 0; g_blocks && j < s->capacity; j++) {
       const Slot *slot = &s->slots[j];
       uint64_t key = slot->w0 & ADDR_MASK;

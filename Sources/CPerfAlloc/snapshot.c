@@ -9,6 +9,7 @@
 ALLOC_HIDDEN CPerfAlloc_Block *g_blocks;
 ALLOC_HIDDEN uint64_t g_blockCount;
 ALLOC_HIDDEN size_t g_blocksBytes;
+ALLOC_HIDDEN size_t g_blocksReleased;
 ALLOC_HIDDEN CPerfAlloc_Block *g_preBlocks;
 ALLOC_HIDDEN uint64_t g_preBlockCount;
 ALLOC_HIDDEN size_t g_preBlocksBytes;
@@ -48,6 +49,16 @@ const CPerfAlloc_Block *CPerfAlloc_blocks(uint64_t *count) {
   bool ok = atomic_load(&g_state) == STATE_STOPPED;
   if (count) *count = ok ? g_blockCount : 0;
   return ok ? g_blocks : NULL;
+}
+
+void CPerfAlloc_releaseBlocksBefore(uint64_t index) {
+  if (atomic_load(&g_state) != STATE_STOPPED || !g_blocks) return;
+  if (index > g_blockCount) index = g_blockCount;
+  // Whole pages only: the page holding block `index` may still be read.
+  size_t bytes = (size_t)index * sizeof(CPerfAlloc_Block) & ~((size_t)CPerfSupport_pageRound(1) - 1);
+  if (bytes <= g_blocksReleased) return;
+  (void)madvise((char *)g_blocks + g_blocksReleased, bytes - g_blocksReleased, MADV_DONTNEED);
+  g_blocksReleased = bytes;
 }
 
 // Copies the live blocks, each stripe under its lock, as blocks (`out`) or as (address,

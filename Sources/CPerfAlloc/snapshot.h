@@ -8,6 +8,7 @@
 extern ALLOC_HIDDEN CPerfAlloc_Block *g_blocks;
 extern ALLOC_HIDDEN uint64_t g_blockCount;
 extern ALLOC_HIDDEN size_t g_blocksBytes;
+extern ALLOC_HIDDEN size_t g_blocksReleased;  // bytes of g_blocks given back (CPerfAlloc_releaseBlocksBefore)
 extern ALLOC_HIDDEN CPerfAlloc_Block *g_preBlocks;
 extern ALLOC_HIDDEN uint64_t g_preBlockCount;
 extern ALLOC_HIDDEN size_t g_preBlocksBytes;

@@ -32,6 +32,7 @@ final class AllocProbeGeneric<T> {
   init(_ value: T) { self.value = value }
 }
 
+final class AllocProbeListed { var value = 0 }
 final class AllocProbeHandedOver { var value = 0 }
 final class AllocProbeHandedKept { var value = 0 }
 final class AllocProbeCrowd { var value = 0 }
@@ -142,6 +143,24 @@ extension ProcessWideRecording {
       #expect(filtered.allSatisfy { $0.name.lowercased().contains("allocprobe") })
       // Sorted by persistent bytes.
       #expect(report.categories.map(\.persistentBytes) == report.categories.map(\.persistentBytes).sorted(by: >))
+    }
+
+    /// The listing at stop is copied a chunk at a time, each chunk's C pages given back as it
+    /// is done: every block of a listing that spans many chunks (and pages given back in
+    /// between) is listed whole, none read from a page already given back.
+    @Test func aListingOfManyChunksIsCopiedWhole() throws {
+      let recorder = try AllocationRecorder.start(mode: .countsOnly)
+      let kept = (0..<300_000).map { _ in AllocProbeListed() }
+      let recording = recorder.stop()
+      let addresses = Set(kept.map { UInt(bitPattern: Unmanaged.passUnretained($0).toOpaque()) })
+      withExtendedLifetime(kept) {}
+      let listed = recording.liveBlocks.filter { addresses.contains($0.address) }
+      #expect(listed.count == kept.count)
+      #expect(listed.allSatisfy { $0.isSwiftObject && $0.metadata != 0 && $0.size > 0 })
+      // A block read from a page given back would read as zeros.
+      #expect(recording.liveBlocks.allSatisfy { $0.address != 0 })
+      let probe = try #require(Self.category(Self.report(recording), AllocProbeListed.self))
+      #expect(probe.persistentCount == kept.count)
     }
 
     /// A closure's context is named by what it captures, read from its capture descriptor,

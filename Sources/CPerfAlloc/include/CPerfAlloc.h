@@ -231,6 +231,10 @@ void CPerfAlloc_endWatchingFrees(void);
 /// Valid only between stop and release. Counts are returned through the out parameters.
 void CPerfAlloc_stats(CPerfAlloc_Stats *stats);
 const CPerfAlloc_Block *CPerfAlloc_blocks(uint64_t *count);
+/// Gives the memory of the listed blocks before `index` back to the kernel (whole pages):
+/// for a caller that has copied them, so that the two copies are not held whole together.
+/// Those blocks read as zeros afterwards.
+void CPerfAlloc_releaseBlocksBefore(uint64_t index);
 /// Blocks allocated before the session (tracked since CPerfAlloc_trackAllBlocks) and still
 /// live at stop: address, size, tid, flags and metadata only. NULL when not tracked.
 const CPerfAlloc_Block *CPerfAlloc_preexistingBlocks(uint64_t *count);

@@ -325,11 +325,25 @@ final class AllocationRecorder: Sendable {
     CPerfAlloc_stats(&stats)
 
     var count: UInt64 = 0
-    func recordedBlocks(_ blocks: UnsafePointer<CPerfAlloc_Block>?, count: UInt64) -> [RecordedBlock] {
+    func recordedBlocks(
+      _ blocks: UnsafePointer<CPerfAlloc_Block>?, count: UInt64, release: ((UInt64) -> Void)? = nil
+    ) -> [RecordedBlock] {
       guard let blocks else { return [] }
-      return UnsafeBufferPointer(start: blocks, count: Int(count)).map(RecordedBlock.init)
+      let total = Int(count)
+      // A chunk at a time, each chunk's C listing given back once copied: the two listings
+      // of a big heap are never held whole together (its peak memory).
+      return [RecordedBlock](unsafeUninitializedCapacity: total) { buffer, initialized in
+        var next = 0
+        while next < total {
+          let end = min(next + 65_536, total)
+          for index in next..<end { (buffer.baseAddress! + index).initialize(to: RecordedBlock(blocks[index])) }
+          next = end
+          release?(UInt64(end))
+        }
+        initialized = total
+      }
     }
-    let liveBlocks = recordedBlocks(CPerfAlloc_blocks(&count), count: count)
+    let liveBlocks = recordedBlocks(CPerfAlloc_blocks(&count), count: count, release: CPerfAlloc_releaseBlocksBefore)
     let preexistingBlocks = recordedBlocks(CPerfAlloc_preexistingBlocks(&count), count: count)
 
     var freed: [AllocationCategoryKey: FreedAggregate] = [:]

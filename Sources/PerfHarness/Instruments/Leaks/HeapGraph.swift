@@ -35,9 +35,10 @@ struct HeapGraph {
   var edgeOffset: [UInt32]
   /// `CPerfHeapScan_Mark*` per node.
   var marks: [UInt8]
-  /// With `Options.recordRootSources`: per node, the address of the root word pointing
-  /// into it (0: none). Empty otherwise.
-  var rootSources: [UInt] = []
+  /// With `Options.recordRootSources`: the address of the root word pointing into each
+  /// node a root points into (few of a big heap's millions: a map, not an array). Empty
+  /// otherwise.
+  var rootSources: [Int: UInt] = [:]
   var threadsScanned: Int
   var unscannedThreads: Int
   /// Threads read from the system call they wait in (they did not park).
@@ -206,10 +207,10 @@ struct HeapGraph {
       }
       for node in 0..<nodeCount { edgeStart[node + 1] += edgeStart[node] }
     }
-    let rootSources =
-      result.rootSources.map {
-        UnsafeBufferPointer(start: $0, count: nodeCount).map { UInt($0) }
-      } ?? []
+    var rootSources: [Int: UInt] = [:]
+    if let sources = result.rootSources {
+      for node in 0..<nodeCount where sources[node] != 0 { rootSources[node] = UInt(sources[node]) }
+    }
     let marks = result.marks.map { Array(UnsafeBufferPointer(start: $0, count: nodeCount)) } ?? []
     return HeapGraph(
       blockIndex: order, recordedCount: recordedCount, edgeStart: edgeStart, edgeTarget: edgeTarget,

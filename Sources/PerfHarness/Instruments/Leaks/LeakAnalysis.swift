@@ -224,20 +224,29 @@ enum LeakAnalysis {
       }
     }
 
-    // Reachability from the roots through everything but weak references.
+    // Reachability from the roots through everything but weak references. Depth first with
+    // each node's next edge on the stack, not its unvisited targets: an array of millions
+    // of objects would otherwise put all of them on the stack at once (a big heap's peak).
     var reachable = [Bool](repeating: false, count: nodeCount)
-    var stack: [UInt32] = []
+    var stack: [(node: UInt32, nextEdge: UInt32)] = []
     func markReachable(from seeds: [UInt32]) {
-      stack.append(contentsOf: seeds)
-      for seed in seeds { reachable[Int(seed)] = true }
-      while let node = stack.popLast() {
-        for edge in Int(graph.edgeStart[Int(node)])..<Int(graph.edgeStart[Int(node) + 1])
-        where edgeKind[edge].keepsAlive {
-          let target = Int(graph.edgeTarget[edge])
-          if !reachable[target] {
-            reachable[target] = true
-            stack.append(UInt32(target))
+      for seed in seeds where !reachable[Int(seed)] {
+        reachable[Int(seed)] = true
+        stack.append((seed, graph.edgeStart[Int(seed)]))
+        while let top = stack.last {
+          let end = graph.edgeStart[Int(top.node) + 1]
+          var edge = top.nextEdge
+          while edge < end && !(edgeKind[Int(edge)].keepsAlive && !reachable[Int(graph.edgeTarget[Int(edge)])]) {
+            edge += 1
           }
+          if edge == end {
+            stack.removeLast()
+            continue
+          }
+          stack[stack.count - 1].nextEdge = edge + 1
+          let target = graph.edgeTarget[Int(edge)]
+          reachable[Int(target)] = true
+          stack.append((target, graph.edgeStart[Int(target)]))
         }
       }
     }
@@ -275,9 +284,12 @@ enum LeakAnalysis {
 
     let components = stronglyConnectedComponents(
       leaked: leaked, graph: graph, reachable: reachable, isCycleEdge: isCycleEdge)
-    var inCycle = [Bool](repeating: false, count: nodeCount)
+    // Per-node arrays for the leaked nodes' analysis, empty when nothing leaked (a big heap
+    // that is all reachable would hold them for nothing at its peak).
+    let perLeakedNode = leaked.isEmpty ? 0 : nodeCount
+    var inCycle = [Bool](repeating: false, count: perLeakedNode)
     var cycleComponents: [[UInt32]] = []
-    var memberOfComponent = [Bool](repeating: false, count: nodeCount)
+    var memberOfComponent = [Bool](repeating: false, count: perLeakedNode)
     for component in components {
       var isCycle = component.count > 1
       if component.count == 1 {
@@ -303,7 +315,7 @@ enum LeakAnalysis {
     // Root vs indirect: referenced by another leaked block through an owning edge
     // (strong, or an object's side table)? `unowned` back references do not make their
     // target indirect.
-    var referencedByLeaked = [Bool](repeating: false, count: nodeCount)
+    var referencedByLeaked = [Bool](repeating: false, count: perLeakedNode)
     for node in leaked {
       for edge in Int(graph.edgeStart[Int(node)])..<Int(graph.edgeStart[Int(node) + 1])
       where edgeKind[edge] == .strong || edgeKind[edge] == .sideTable {
@@ -462,20 +474,28 @@ enum LeakAnalysis {
     // Grouped by category index first: a lookup by name per node hashed a string for each
     // of a big heap's millions of blocks.
     let reported = categories.map { $0.kind == .swiftClass || $0.kind == .closureContext }
-    var nodesByCategory = [[Int]](repeating: [], count: categories.count)
+    // Per category, its count and its first nodes (all a type's paths are read from): a
+    // list of every node was a big heap's peak memory.
+    var countByCategory = [Int](repeating: 0, count: categories.count)
+    var firstNodesByCategory = [[Int]](repeating: [], count: categories.count)
     for node in 0..<graph.nodeCount where !graph.isHolder(node) && paths.parentEdge[node] != -2 {
       let index = categoryIndex(node)
       guard reported[index], !HeapGraph.isFreed(graph.marks[node]) else { continue }
-      nodesByCategory[index].append(node)
+      countByCategory[index] += 1
+      if firstNodesByCategory[index].count < retainerInstanceLimit { firstNodesByCategory[index].append(node) }
     }
-    var nodesByType: [String: [Int]] = [:]
+    var nodesByType: [String: (count: Int, first: [Int])] = [:]
     var isApp: [String: Bool] = [:]
-    for (index, nodes) in nodesByCategory.enumerated() where !nodes.isEmpty {
+    for (index, count) in countByCategory.enumerated() where count > 0 {
       let name = categories[index].name
+      let first = firstNodesByCategory[index]
       if let earlier = nodesByType[name] {
-        nodesByType[name] = (earlier + nodes).sorted()  // two categories of one name: node order
+        // Two categories of one name: the first nodes of both, in node order.
+        nodesByType[name] = (
+          earlier.count + count, Array((earlier.first + first).sorted().prefix(retainerInstanceLimit))
+        )
       } else {
-        nodesByType[name] = nodes
+        nodesByType[name] = (count, first)
       }
       isApp[name] = categories[index].isApp
     }
@@ -500,7 +520,7 @@ enum LeakAnalysis {
     func root(of node: Int) -> LeaksReport.Retainers.Root {
       if let known = rootCache[node] { return known }
       let mark = graph.marks[node]
-      let source = graph.rootSources.isEmpty ? 0 : graph.rootSources[node]
+      let source = graph.rootSources[node] ?? 0
       var root: LeaksReport.Retainers.Root
       if graph.isHolder(node) {
         root = .init(kind: "older block", name: category(node).name)
@@ -522,7 +542,7 @@ enum LeakAnalysis {
       let nodes = nodesByType[type]!
       var byPath: [LeaksReport.Retainers.Path] = []
       var index: [String: Int] = [:]
-      for node in nodes.prefix(retainerInstanceLimit) {
+      for node in nodes.first {
         let chain = paths.path(to: node)
         guard let first = chain.first else { continue }
         var steps: [LeaksReport.Retainers.Step] = []
@@ -553,7 +573,7 @@ enum LeakAnalysis {
       byPath.sort { ($0.instances, -$0.steps.count) > ($1.instances, -$1.steps.count) }
       result.append(
         LeaksReport.Retainers(
-          type: type, instances: nodes.count, examined: min(nodes.count, retainerInstanceLimit),
+          type: type, instances: nodes.count, examined: nodes.first.count,
           paths: Array(byPath.prefix(retainerPathLimit))))
     }
     return result
@@ -654,6 +674,7 @@ enum LeakAnalysis {
   static func stronglyConnectedComponents(
     leaked: [UInt32], graph: HeapGraph, reachable: [Bool], isCycleEdge: (Int) -> Bool
   ) -> [[UInt32]] {
+    guard !leaked.isEmpty else { return [] }
     let unvisited = UInt32.max
     var index = [UInt32](repeating: unvisited, count: graph.nodeCount)
     var lowLink = [UInt32](repeating: 0, count: graph.nodeCount)

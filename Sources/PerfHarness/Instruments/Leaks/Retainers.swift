@@ -83,14 +83,13 @@ extension LeaksReport.Retainers.Path {
 struct RetainerPaths {
   /// Per node: the edge from its parent on a shortest path, -1 for a root, -2 unreached.
   private(set) var parentEdge: [Int32]
-  private var edgeSource: [UInt32]
+  /// Where each node's edges start (the graph's): an edge's source is found by binary
+  /// search, for the few paths a report prints, instead of an array as long as the edges.
+  private let edgeStart: [UInt32]
 
   init(graph: HeapGraph, seeds: [UInt32], keepsAlive: (Int) -> Bool) {
     parentEdge = [Int32](repeating: -2, count: graph.nodeCount)
-    edgeSource = [UInt32](repeating: 0, count: graph.edgeCount)
-    for node in 0..<graph.nodeCount {
-      for edge in Int(graph.edgeStart[node])..<Int(graph.edgeStart[node + 1]) { edgeSource[edge] = UInt32(node) }
-    }
+    edgeStart = graph.edgeStart
     var queue = seeds
     for seed in seeds { parentEdge[Int(seed)] = -1 }
     var head = 0
@@ -118,8 +117,20 @@ struct RetainerPaths {
         break
       }
       steps.append((current, Int(edge)))
-      current = Int(edgeSource[Int(edge)])
+      current = source(ofEdge: UInt32(edge))
     }
     return steps.reversed()
+  }
+
+  /// The node whose edges include `edge`: the last node whose edges start at or before it
+  /// (nodes without edges share their start with the next node, so the last one wins).
+  private func source(ofEdge edge: UInt32) -> Int {
+    var low = 0
+    var high = edgeStart.count - 1  // edgeStart has nodeCount + 1 entries
+    while low < high {
+      let middle = (low + high + 1) / 2
+      if edgeStart[middle] <= edge { low = middle } else { high = middle - 1 }
+    }
+    return low
   }
 }

@@ -1,0 +1,29 @@
+import Testing
+
+@testable import PerfHarness
+
+/// Shortest paths over a hand-made graph: what a report prints is a chain of nodes and the
+/// edges between them, and each edge's source is found by searching where the nodes' edges
+/// start, across nodes that have none.
+@Suite struct RetainerPathsTests {
+  /// 0 → 2 and 0 → 3 (edges 0, 1); 3 → 5 (edge 2); 5 → 1 (edge 3); 1, 2 and 4 have no edges.
+  static let graph = HeapGraph(
+    blockIndex: [0, 1, 2, 3, 4, 5], recordedCount: 6, edgeStart: [0, 2, 2, 2, 3, 3, 4], edgeTarget: [2, 3, 5, 1],
+    edgeOffset: [16, 24, 16, 16], marks: [UInt8](repeating: 0, count: 6), threadsScanned: 1, unscannedThreads: 0,
+    rootBytes: 0, scannedBytes: 0, scannerBytes: 0, scanNanoseconds: 0)
+
+  @Test func pathsRunFromTheSeedThroughEachEdgesSource() {
+    let paths = RetainerPaths(graph: Self.graph, seeds: [0], keepsAlive: { _ in true })
+    #expect(paths.path(to: 1).map(\.node) == [0, 3, 5, 1])
+    #expect(paths.path(to: 1).map(\.edge) == [nil, 1, 2, 3])
+    #expect(paths.path(to: 2).map(\.node) == [0, 2])
+    #expect(paths.path(to: 0).map(\.node) == [0])
+    #expect(paths.parentEdge[4] == -2, "node 4 is not reachable")
+  }
+
+  @Test func edgesThatDoNotKeepAliveAreNotFollowed() {
+    let paths = RetainerPaths(graph: Self.graph, seeds: [0], keepsAlive: { $0 != 2 })
+    #expect(paths.parentEdge[5] == -2 && paths.parentEdge[1] == -2)
+    #expect(paths.path(to: 3).map(\.node) == [0, 3])
+  }
+}
