@@ -334,6 +334,15 @@ int32_t CPerfHeapScan_scan(const CPerfHeapScan_Block *blocks, uint64_t count, co
   return job.status;
 }
 
+void CPerfHeapScan_releaseEdges(CPerfHeapScan_Result *result, uint64_t from, uint64_t to) {
+  if (!result->edges || from >= to) return;
+  if (to > result->edgeCount) to = result->edgeCount;
+  uint64_t page = round_page(1);
+  uint64_t start = from * sizeof(CPerfHeapScan_Edge) / page * page;
+  uint64_t end = to * sizeof(CPerfHeapScan_Edge) / page * page;  // edge `to`'s page may be unread
+  if (end > start) (void)madvise((char *)result->edges + start, end - start, MADV_DONTNEED);
+}
+
 void CPerfHeapScan_freeResult(CPerfHeapScan_Result *result) {
   if (result->edges) munmap(result->edges, result->edgeMappedBytes);
   if (result->marks) munmap(result->marks, round_page(result->blockCount));

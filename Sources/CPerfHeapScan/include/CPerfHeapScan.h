@@ -206,6 +206,12 @@ int32_t CPerfHeapScan_scan(const CPerfHeapScan_Block *blocks, uint64_t count, co
 
 void CPerfHeapScan_freeResult(CPerfHeapScan_Result *result);
 
+/// Gives back to the kernel the pages of result->edges from the one holding edge `from` to
+/// the one before the page holding edge `to`: for a caller that has copied every edge before
+/// `to`, so that a big heap's edges are not held twice at once. Those edges read as zeros
+/// afterwards.
+void CPerfHeapScan_releaseEdges(CPerfHeapScan_Result *result, uint64_t from, uint64_t to);
+
 /// Runs body(context) on a new thread whose stack is a fresh zero-filled mapping, and
 /// waits for it. A scenario run there, then scanned, has no stale stack slots from
 /// earlier work above it (a conservative scan's main source of false "reachable").

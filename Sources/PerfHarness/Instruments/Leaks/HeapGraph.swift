@@ -198,12 +198,19 @@ struct HeapGraph {
     var edgeTarget = [UInt32](unsafeUninitializedCapacity: edgeCount) { _, count in count = edgeCount }
     var edgeOffset = [UInt32](unsafeUninitializedCapacity: edgeCount) { _, count in count = edgeCount }
     if let edges = result.edges {
-      // Edges come grouped by source, ascending.
-      for index in 0..<edgeCount {
-        let edge = edges[index]
-        edgeTarget[index] = edge.to
-        edgeOffset[index] = edge.offset
-        edgeStart[Int(edge.from) + 1] += 1
+      // Edges come grouped by source, ascending. Copied a chunk at a time, each chunk's
+      // pages given back as it is done: a big heap's edges are not held twice at once.
+      var next = 0
+      while next < edgeCount {
+        let end = min(next + 65_536, edgeCount)
+        for index in next..<end {
+          let edge = edges[index]
+          edgeTarget[index] = edge.to
+          edgeOffset[index] = edge.offset
+          edgeStart[Int(edge.from) + 1] += 1
+        }
+        CPerfHeapScan_releaseEdges(&result, UInt64(next), UInt64(end))
+        next = end
       }
       for node in 0..<nodeCount { edgeStart[node + 1] += edgeStart[node] }
     }
