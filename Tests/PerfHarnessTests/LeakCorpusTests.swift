@@ -384,7 +384,7 @@ extension ProcessWideRecording {
             recording.preexistingBlocks = [
               RecordedBlock(
                 address: UInt(bitPattern: holder), size: 64, metadata: isObject ? holder.load(as: UInt.self) : 0,
-                isSwiftObject: isObject, timestampNanoseconds: 0, stackID: 0, generation: 0, threadID: 0)
+                isSwiftObject: isObject, stackID: 0, generation: 0)
             ]
             var options = HeapGraph.Options()
             options.snapshot = snapshot
@@ -435,8 +435,8 @@ extension ProcessWideRecording {
             LeakAnalysis.scrubStack()
             var recording = recorder.stop()
             let block = RecordedBlock(
-              address: UInt(bitPattern: raw), size: 64, metadata: metadata, isSwiftObject: true,
-              timestampNanoseconds: 0, stackID: 0, generation: 0, threadID: 0)
+              address: UInt(bitPattern: raw), size: 64, metadata: metadata, isSwiftObject: true, stackID: 0,
+              generation: 0)
             recording.preexistingBlocks = [block]
             var namer = SwiftMetadataNamer()
             recording.categories[block.categoryKey] = namer.category(forMetadata: metadata)
@@ -473,8 +473,8 @@ extension ProcessWideRecording {
           var recording = recorder.stop()
           recording.preexistingBlocks = [
             RecordedBlock(
-              address: UInt(bitPattern: cBlock), size: 64, metadata: 0, isSwiftObject: false,
-              timestampNanoseconds: 0, stackID: 0, generation: 0, threadID: 0)
+              address: UInt(bitPattern: cBlock), size: 64, metadata: 0, isSwiftObject: false, stackID: 0,
+              generation: 0)
           ]
           var options = HeapGraph.Options()
           options.scanCallerStack = false
@@ -519,8 +519,8 @@ extension ProcessWideRecording {
         var recording = recorder.stop()
         recording.preexistingBlocks = [
           RecordedBlock(
-            address: UInt(bitPattern: holder), size: 64, metadata: 0, isSwiftObject: false,
-            timestampNanoseconds: 0, stackID: 0, generation: 0, threadID: 0)
+            address: UInt(bitPattern: holder), size: 64, metadata: 0, isSwiftObject: false, stackID: 0,
+            generation: 0)
         ]
         free(holder)
         // The same thread, the same size: glibc's thread cache gives the address back.

@@ -90,7 +90,10 @@ struct RetainerPaths {
   init(graph: HeapGraph, seeds: [UInt32], keepsAlive: (Int) -> Bool) {
     parentEdge = [Int32](repeating: -2, count: graph.nodeCount)
     edgeStart = graph.edgeStart
+    // Every reached node passes through the queue once: reserved whole, its pages are
+    // touched as it fills, and it is never copied to grow (a big heap's peak).
     var queue = seeds
+    queue.reserveCapacity(graph.nodeCount)
     for seed in seeds { parentEdge[Int(seed)] = -1 }
     var head = 0
     while head < queue.count {
