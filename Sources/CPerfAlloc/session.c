@@ -52,7 +52,6 @@ static void unmapAll(void) {
   if (g_stackArena) munmap(g_stackArena, (size_t)STACK_ARENA_FRAMES * sizeof(uint64_t));
   if (g_timeline) munmap(g_timeline, pageRound(g_timelineCapacity * sizeof(CPerfAlloc_TimelinePoint)));
   if (g_blocks) munmap(g_blocks, g_blocksBytes);
-  g_blocksReleased = 0;
   if (g_preBlocks) munmap(g_preBlocks, g_preBlocksBytes);
   g_preBlocks = NULL;
   g_preBlockCount = 0;

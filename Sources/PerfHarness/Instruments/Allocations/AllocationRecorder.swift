@@ -306,11 +306,7 @@ final class AllocationRecorder: Sendable {
     var stacks: [UInt32: [UInt]] = [:]
     Self.readStacks(of: liveBlocks, into: &stacks)
     var names = CategoryNamer()
-    var previous: AllocationCategoryKey?
-    for block in liveBlocks where block.categoryKey != previous {  // neighbours share a type
-      names.name(block.categoryKey)
-      previous = block.categoryKey
-    }
+    names.name(liveBlocks)
     for block in preexistingBlocks where block.isSwiftObject { names.name(block.categoryKey) }
     return AllocationRecording(
       mode: mode, startNanoseconds: 0, stopNanoseconds: 0, liveBlocks: liveBlocks, freed: [:],
@@ -344,6 +340,16 @@ final class AllocationRecorder: Sendable {
       case .swiftObject(let metadata): categories[key] = namer.category(forMetadata: metadata)
       case .malloc(let sizeClass): categories[key] = .malloc(sizeClass: sizeClass)
       case .overflow: categories[key] = .overflow
+      }
+    }
+
+    /// Every block's category; neighbours mostly share a type, so the previous key is
+    /// skipped without a lookup.
+    mutating func name(_ blocks: [RecordedBlock]) {
+      var previous: AllocationCategoryKey?
+      for block in blocks where block.categoryKey != previous {
+        name(block.categoryKey)
+        previous = block.categoryKey
       }
     }
   }
@@ -417,11 +423,7 @@ final class AllocationRecorder: Sendable {
     }
 
     var names = CategoryNamer()
-    var previous: AllocationCategoryKey?
-    for block in liveBlocks where block.categoryKey != previous {  // neighbours share a type
-      names.name(block.categoryKey)
-      previous = block.categoryKey
-    }
+    names.name(liveBlocks)
     for key in freed.keys { names.name(key) }
     // The scan reads array storage headers of holders too.
     for block in preexistingBlocks where block.isSwiftObject { names.name(block.categoryKey) }
