@@ -88,7 +88,7 @@ extern ALLOC_HIDDEN int32_t g_maxDepth;
 extern ALLOC_HIDDEN uint64_t g_startNs;
 extern ALLOC_HIDDEN uint64_t g_stopNs;
 extern ALLOC_HIDDEN _Atomic uint32_t g_generation;
-// The generation as a slot stores it (w0's bits above the address, at most 0xFFFF).
+// The generation as a slot stores it (w0 from GENERATION_SHIFT, at most 0xFFFF).
 extern ALLOC_HIDDEN _Atomic uint64_t g_generationBits;
 extern ALLOC_HIDDEN _Atomic int64_t g_peakLiveBytes;
 

@@ -1,8 +1,7 @@
 // The malloc family's interposers, each a flag check in front of glibc's own entry point,
 // and the fork handlers: the code every allocation of the process runs through.
-#include "block_table.h"
 #include "leak_support.h"
-#include "nursery.h"
+#include "thread_table.h"
 #include "record.h"
 #include "swift_objects.h"
 #include "timeline.h"
@@ -26,40 +25,38 @@ __attribute__((noinline)) static void *recordCountsSlow(void *p, size_t size, ui
 }
 
 // malloc's recording in a types-and-counts session, after glibc's malloc (frame: the
-// hook's, as its three words). A block whose nursery slot is empty goes in without a
-// call, so this needs no stack frame of its own; everything else (no nursery yet, an
-// eviction, ignored allocations) goes to recordCountsSlow before anything has changed.
+// hook's, as its three words). A block whose region has a leaf and whose slot is empty goes
+// in without a call, so this needs no stack frame of its own; everything else (no table
+// yet, a new leaf, a slot never freed, ignored allocations) goes to recordCountsSlow before
+// anything has changed.
 __attribute__((noinline)) static void *recordCounts(void *p, size_t size, uintptr_t ret, uintptr_t callerFrame,
                                                     uintptr_t frame) {
-  Nursery *n = t_nursery;
+  ThreadTable *t = t_table;
   uint64_t address = (uint64_t)(uintptr_t)p;
-  uint64_t key = address >> 4;
-  bool fits = !(address & 15) && key <= ADDR_MASK;
   uint32_t countdown = t_clockCountdown;
   uint64_t tidBits = t_tidBits;
-  // The clock's turn and a thread's first allocation take the slow path too (newSlot):
-  // whatever calls out would cost this function its frameless path.
-  if (UNLIKELY(!p || !n || !fits || t_ignoringAllocations || countdown == 0 || tidBits == 0 || !nurseryEnter(n))) {
+  // The clock's turn and a thread's first allocation take the slow path too: whatever
+  // calls out would cost this function its frameless path.
+  if (UNLIKELY(!p || !t || (address & ~BLOCK_ADDRESS) || t_ignoringAllocations || countdown == 0 || tidBits == 0 ||
+               !tableEnter(t))) {
     __attribute__((musttail)) return recordCountsSlow(p, size, ret, callerFrame, frame);
   }
-  Slot *e = &n->slots[nurseryIndex(hashAddress(key))];
-  if (UNLIKELY(__atomic_load_n(&e->w0, __ATOMIC_RELAXED) & ADDR_MASK)) {
-    nurseryLeave(n);
+  Slot *leaf = leafFor(address);
+  Slot *e = leaf ? slotIn(leaf, address) : NULL;
+  if (UNLIKELY(!e || (e->w0 & LIVE_BIT))) {
+    tableLeave(t);
     __attribute__((musttail)) return recordCountsSlow(p, size, ret, callerFrame, frame);
   }
   t_clockCountdown = countdown - 1;
-  uint64_t size40 = size > SIZE_MASK ? SIZE_MASK : size;
-  Slot slot = {
-      .w0 = key | atomic_load_explicit(&g_generationBits, memory_order_relaxed),
-      .w1 = size40 | tidBits | (isObjectAt(ret, callerFrame, frame) ? OBJECT_BIT : 0),
-      .w2 = atomic_load_explicit(&g_nowMicros, memory_order_relaxed) << 32,
-  };
-  nurseryFill(n, e, &slot, size);
-  nurseryLeave(n);
+  e->w1 = tidBits;
+  e->w0 = sessionW0(address, size, isObjectAt(ret, callerFrame, frame));
+  BUMP(t->allocations, 1);
+  BUMP(t->allocatedBytes, size > SIZE_MASK ? SIZE_MASK : size);
+  tableLeave(t);
   return p;
 }
 
-// Sessions other than types and counts with nurseries (and reentry).
+// Sessions other than plain types and counts (and reentry).
 __attribute__((noinline)) static void *mallocRecordingAll(size_t size) {
   if (t_inHook) return __libc_malloc(size);
   t_inHook = 1;
@@ -102,44 +99,44 @@ __attribute__((noinline)) static void freeRecordingSlow(void *pointer) {
   __libc_free(pointer);
 }
 
-// The common free: a block in the thread's own nursery, of a category its freed table has
-// met. It checks all of that before it changes anything, so on any miss the slow path
-// takes the whole free; it calls nothing else, which spares it a stack frame and the
+// The common free: a session block in the shadow table, of a category its thread's freed
+// table has met. It checks all of that before it changes anything, so on any miss the slow
+// path takes the whole free; it calls nothing else, which spares it a stack frame and the
 // reentry guard.
 __attribute__((noinline)) static void freeRecording(void *pointer) {
-  Nursery *n = t_nursery;
-  if (UNLIKELY(WATCHING() || t_inHook || !n || !nurseryEnter(n))) {
+  ThreadTable *t = t_table;
+  uint64_t address = (uint64_t)(uintptr_t)pointer;
+  if (UNLIKELY(WATCHING() || t_inHook || !t || (address & ~BLOCK_ADDRESS) || !tableEnter(t))) {
     __attribute__((musttail)) return freeRecordingSlow(pointer);
   }
-  uint64_t key = (uint64_t)(uintptr_t)pointer >> 4;
-  Slot *e = &n->slots[nurseryIndex(hashAddress(key))];
-  uint64_t w0 = __atomic_load_n(&e->w0, __ATOMIC_RELAXED);
-  FreedSlot *table = n->freed.slots;
-  if (UNLIKELY((w0 & ADDR_MASK) != key || !table)) {
-    nurseryLeave(n);
+  Slot *leaf = leafFor(address);
+  Slot *e = leaf ? slotIn(leaf, address) : NULL;
+  uint64_t w0 = e ? e->w0 : 0;
+  FreedSlot *table = t->freed.slots;
+  if (UNLIKELY((w0 & (LIVE_BIT | HALF_BIT | PREEXISTING_BIT)) != (LIVE_BIT | halfBit(address)) || !table)) {
+    tableLeave(t);
     __attribute__((musttail)) return freeRecordingSlow(pointer);
   }
-  uint64_t w1 = e->w1;
-  uint64_t size = w1 & SIZE_MASK;
-  uint64_t metadata = (w1 & OBJECT_BIT) ? *(uint64_t *)pointer : 0;
+  uint64_t size = w0 & SIZE_MASK;
+  uint64_t metadata = (w0 & OBJECT_BIT) ? *(uint64_t *)pointer : 0;
   FreedSlot *f;
   if (metadata != 0 && !(metadata & 7)) {
-    f = &table[freedHome(STRIPES + n->index, metadata)];
+    f = &table[freedHome(t->index, metadata)];
     if (UNLIKELY(f->key != metadata)) f = NULL;
   } else {
     f = &table[FREED_SLOTS + sizeClassOf(size)];
   }
   if (UNLIKELY(!f || f->count == 0)) {
-    nurseryLeave(n);
+    tableLeave(t);
     __attribute__((musttail)) return freeRecordingSlow(pointer);
   }
-  // Only a second free of the same block could race with this store.
-  __atomic_store_n(&e->w0, 0, __ATOMIC_RELAXED);
-  BUMP(n->frees, 1);
-  BUMP(n->freedBytes, size);
+  e->w0 = 0;
+  BUMP(t->removed, 1);
+  BUMP(t->removedBytes, size);
+  BUMP(t->frees, 1);
   f->count++;
   f->bytes += size;
-  nurseryLeave(n);
+  tableLeave(t);
   __attribute__((musttail)) return __libc_free(pointer);
 }
 
@@ -179,14 +176,14 @@ __attribute__((noinline)) static void *reallocRecording(void *pointer, size_t si
   // blocks, which a leak scan would read as pointers to whatever now lives at those
   // addresses (realloc(NULL, n) included: it is a malloc).
   size_t oldSize = !pointer                  ? 0
-                   : taken != TAKE_UNTRACKED ? (size_t)(old.w1 & SIZE_MASK)
+                   : taken != TAKE_UNTRACKED ? (size_t)(old.w0 & SIZE_MASK)
                    : g_zeroNewBlocks         ? malloc_usable_size(pointer)
                                              : 0;
   void *p = __libc_realloc(pointer, size);
   if (!p && size != 0 && pointer) {
     if (taken != TAKE_UNTRACKED) putBack(pointer, &old);  // failed: the old block is untouched
   } else {
-    if (tracked) aggregateFree(pointer, &old, oldKey);
+    if (tracked) aggregateFree(&old, oldKey);
     if (UNLIKELY(coversReserved(p, size))) {
       // Moved elsewhere by hand; the block glibc chose is held aside.
       void *q = __libc_malloc(size);
@@ -368,17 +365,20 @@ size_t malloc_usable_size(void *pointer) {
 
 // MARK: - Fork
 
-// The child must never see a table mid-update: the forking thread holds every lock
-// across fork(). The child keeps the recorded data but records nothing more.
+// The child must never see a table mid-update: the forking thread holds the tables across
+// fork(). The child keeps the recorded data but records nothing more.
+static bool g_openBeforeFork;
+
 ALLOC_HIDDEN void forkPrepare(void) {
   if (atomic_load_explicit(&g_state, memory_order_acquire) == STATE_IDLE) return;
   CPerfSupport_spinLock(&g_markLock);
-  for (int i = 0; i < STRIPES; i++) CPerfSupport_spinLock(&g_stripes[i].lock);
+  g_openBeforeFork = atomic_load(&g_open);
+  tablesHold();
 }
 
 ALLOC_HIDDEN void forkParent(void) {
   if (atomic_load_explicit(&g_state, memory_order_acquire) == STATE_IDLE) return;
-  for (int i = STRIPES - 1; i >= 0; i--) CPerfSupport_spinUnlock(&g_stripes[i].lock);
+  tablesRelease(g_openBeforeFork);
   CPerfSupport_spinUnlock(&g_markLock);
 }
 
@@ -387,7 +387,6 @@ ALLOC_HIDDEN void forkChild(void) {
   t_tidBits = 0;
   if (atomic_load_explicit(&g_state, memory_order_acquire) == STATE_IDLE) return;
   atomic_store_explicit(&g_recording, 0, memory_order_relaxed);
-  atomic_store_explicit(&g_nurseriesOn, 0, memory_order_relaxed);
-  for (int i = STRIPES - 1; i >= 0; i--) CPerfSupport_spinUnlock(&g_stripes[i].lock);
+  tablesRelease(false);
   CPerfSupport_spinUnlock(&g_markLock);
 }

@@ -2,7 +2,7 @@
 // (CPerfAlloc_watchFrees): the leaks instrument's controls; leak_support.h has the hooks' side.
 #include "leak_support.h"
 
-#include "nursery.h"
+#include "thread_table.h"
 
 ALLOC_HIDDEN const uint64_t *_Atomic g_reserved;
 ALLOC_HIDDEN _Atomic uint64_t g_reservedCount;

@@ -1,69 +1,90 @@
-// The recording paths' hot half: a new block's slot and its way into a nursery or the
-// stripes, a freed block's way out (takeBlock); static inline, so the hooks inline them.
+// The recording paths' hot half: a new block's slot, its way into the shadow table, a freed
+// block's way out (takeBlock); static inline, so the hooks inline them.
 #ifndef CPERFALLOC_RECORD_H
 #define CPERFALLOC_RECORD_H
 
-#include "block_table.h"
-#include "nursery.h"
+#include "shadow.h"
 #include "swift_objects.h"
+#include "thread_table.h"
 #include "timeline.h"
 
 // MARK: - Recording paths (only reached while g_recording is set)
 
 static inline uint64_t currentTidBits(void) {
-  if (UNLIKELY(t_tidBits == 0)) t_tidBits = ((uint64_t)currentTid() & TID_MASK) << 40;
+  if (UNLIKELY(t_tidBits == 0)) t_tidBits = ((uint64_t)currentTid() & TID_MASK) << TID_SHIFT;
   return t_tidBits;
 }
 
-// The block's slot, stack id still 0. *clockRead: this allocation read the clock (the
-// timeline is sampled then).
-static inline __attribute__((always_inline)) Slot newSlot(uint64_t key, size_t size, bool object, bool *clockRead) {
-  uint64_t micros;
-  if (UNLIKELY(t_clockCountdown == 0)) {
-    t_clockCountdown = CLOCK_EVERY - 1;
-    micros = microsSinceStart();
-    *clockRead = true;
-    uint64_t seen = atomic_load_explicit(&g_nowMicros, memory_order_relaxed);
-    while (micros > seen && !atomic_compare_exchange_weak_explicit(&g_nowMicros, &seen, micros, memory_order_relaxed,
-                                                                   memory_order_relaxed)) {}
-  } else {
+// Reads the clock on its turn (every CLOCK_EVERY allocations of a thread); true if it did,
+// with the time in *micros (the timeline is sampled then).
+static inline bool tickClock(uint64_t *micros) {
+  if (LIKELY(t_clockCountdown != 0)) {
     t_clockCountdown--;
-    micros = atomic_load_explicit(&g_nowMicros, memory_order_relaxed);
+    return false;
   }
+  t_clockCountdown = CLOCK_EVERY - 1;
+  uint64_t now = microsSinceStart();
+  uint64_t seen = atomic_load_explicit(&g_nowMicros, memory_order_relaxed);
+  while (now > seen &&
+         !atomic_compare_exchange_weak_explicit(&g_nowMicros, &seen, now, memory_order_relaxed, memory_order_relaxed)) {
+  }
+  *micros = now;
+  return true;
+}
+
+// A session block's first word: size, generation, flags.
+static inline uint64_t sessionW0(uint64_t address, size_t size, bool object) {
   uint64_t size40 = size > SIZE_MASK ? SIZE_MASK : size;
-  return (Slot){
-      .w0 = key | atomic_load_explicit(&g_generationBits, memory_order_relaxed),
-      .w1 = size40 | currentTidBits() | (object ? OBJECT_BIT : 0),
-      .w2 = micros << 32,
-  };
+  return size40 | atomic_load_explicit(&g_generationBits, memory_order_relaxed) | halfBit(address) |
+         (object ? OBJECT_BIT : 0) | LIVE_BIT;
+}
+
+// A block its free never reached us for (freed by a path that bypasses free) had this slot:
+// it is gone.
+static inline void forgetSlot(ThreadTable *t, uint64_t old) {
+  uint64_t size = old & SIZE_MASK;
+  if (old & PREEXISTING_BIT) {
+    BUMP(t->preLive, -1);
+    BUMP(t->preLiveBytes, -size);
+  } else {
+    BUMP(t->removed, 1);
+    BUMP(t->removedBytes, size);
+  }
+}
+
+// Puts a block into the shadow table (inside t's busy section); false (counted) without a leaf.
+static inline __attribute__((always_inline)) bool shadowInsert(ThreadTable *t, uint64_t address, uint64_t w0,
+                                                               uint64_t w1) {
+  if (UNLIKELY(address & ~BLOCK_ADDRESS)) {
+    BUMP(t->lost, 1);
+    return false;
+  }
+  Slot *leaf = leafFor(address);
+  if (UNLIKELY(!leaf) && !(leaf = leafCreate(address))) {
+    BUMP(t->lost, 1);
+    return false;
+  }
+  Slot *e = slotIn(leaf, address);
+  uint64_t old = e->w0;
+  if (UNLIKELY(old & LIVE_BIT)) forgetSlot(t, old);
+  e->w1 = w1;
+  e->w0 = w0;
+  uint64_t size = w0 & SIZE_MASK;
+  if (w0 & PREEXISTING_BIT) {
+    BUMP(t->preLive, 1);
+    BUMP(t->preLiveBytes, size);
+  } else {
+    BUMP(t->allocations, 1);
+    BUMP(t->allocatedBytes, size);
+  }
+  return true;
 }
 
 // In record.c: the out-of-line paths.
 __attribute__((noinline)) ALLOC_HIDDEN void recordAllocWithStack(void *pointer, size_t size, uintptr_t *frame,
                                                                  bool object);
-__attribute__((noinline)) ALLOC_HIDDEN void recordCountsInStripes(uint64_t h, uint64_t w0, uint64_t w1, uint64_t w2,
-                                                                  size_t size, uint32_t flags);
+__attribute__((noinline)) ALLOC_HIDDEN void recordAllocCountsAt(void *pointer, size_t size, bool object);
 __attribute__((noinline, cold)) ALLOC_HIDDEN void recordPaused(void *pointer, size_t size, uintptr_t *frame);
-
-// Types and counts: the common case, kept lean (no stack buffers on this path).
-static inline __attribute__((always_inline)) void recordAllocCountsAt(void *pointer, size_t size, bool object) {
-  uint64_t address = (uint64_t)(uintptr_t)pointer;
-  bool clockRead = false;
-  uint64_t key = address >> 4;
-  uint64_t h = hashAddress(key);
-  Slot slot = newSlot(key, size, object, &clockRead);
-  bool fits = !(address & 15) && key <= ADDR_MASK;
-  Nursery *n = t_nursery;
-  if (UNLIKELY(n == NULL) && atomic_load_explicit(&g_nurseriesOn, memory_order_relaxed)) n = claimNursery();
-  // nurseryEnter reads the flag the drains turn off.
-  if (LIKELY(n != NULL && fits) && nurseryEnter(n)) {
-    nurseryInsert(n, h, &slot, size);
-    if (UNLIKELY(clockRead)) timelineMaybeSample(slot.w2 >> 32);
-    nurseryLeave(n);
-    return;
-  }
-  recordCountsInStripes(h, slot.w0, slot.w1, slot.w2, size, (fits ? 1 : 0) | (clockRead ? 2 : 0));
-}
 
 static inline __attribute__((always_inline)) void recordAllocCounts(void *pointer, size_t size, uintptr_t *frame) {
   if (UNLIKELY(t_ignoringAllocations)) return;
@@ -85,96 +106,84 @@ static inline __attribute__((always_inline)) void recordAlloc(void *pointer, siz
 
 enum { TAKE_UNTRACKED = 0, TAKE_TRACKED = 1, TAKE_PREEXISTING = 2 };
 
-// In record.c: the ways to a block not in the thread's own nursery. noescape on `out` (only
-// written through) tells callers what the compiler inferred while these were static: a
-// free's slot stays the hook's own, so freeRecordingSlow still ends in a tail call.
-__attribute__((noinline)) ALLOC_HIDDEN int takeFromOthers(Nursery *own, Nursery *counter, void *pointer, uint64_t key,
-                                                          uint64_t h, Slot *__attribute__((noescape)) out,
-                                                          bool aggregate);
-__attribute__((noinline)) ALLOC_HIDDEN int takeFromStripesAfterDrain(void *pointer, uint64_t key, uint64_t h,
-                                                                     Slot *__attribute__((noescape)) out,
-                                                                     bool aggregate);
-__attribute__((noinline)) ALLOC_HIDDEN int takeAsOverflowThread(void *pointer, uint64_t key, uint64_t h,
-                                                                Slot *__attribute__((noescape)) out, bool aggregate);
-
-// The thread's own nursery; true if the block was there. Reads the slot's words into
-// registers: *out is only written for realloc (a free's caller discards it).
-static inline __attribute__((always_inline)) bool takeFromOwnNursery(Nursery *own, void *pointer, uint64_t key,
-                                                                     uint64_t h, Slot *out, bool aggregate) {
-  Slot *e = &own->slots[nurseryIndex(h)];
-  uint64_t w0 = __atomic_load_n(&e->w0, __ATOMIC_RELAXED);
-  if ((w0 & ADDR_MASK) != key) return false;
-  uint64_t w1 = e->w1;
-  if (!aggregate) *out = (Slot){w0, w1, e->w2};
-  // Only a second free of the same block could race with this store.
-  __atomic_store_n(&e->w0, 0, __ATOMIC_RELAXED);
-  countNurseryTake(own, w1, pointer, aggregate);
-  return true;
+// Takes `pointer`'s slot out of the shadow table (inside t's busy section); fills *out.
+// With `aggregate`, counts the free under its category (the block is still allocated: a
+// Swift object's first word is its metadata).
+static inline __attribute__((always_inline)) int shadowTake(ThreadTable *t, void *pointer, Slot *out, bool aggregate) {
+  uint64_t address = (uint64_t)(uintptr_t)pointer;
+  if (UNLIKELY(address & ~BLOCK_ADDRESS)) return TAKE_UNTRACKED;
+  Slot *leaf = leafFor(address);
+  if (!leaf) return TAKE_UNTRACKED;
+  Slot *e = slotIn(leaf, address);
+  uint64_t w0 = e->w0;
+  if ((w0 & (LIVE_BIT | HALF_BIT)) != (LIVE_BIT | halfBit(address))) return TAKE_UNTRACKED;
+  *out = (Slot){w0, e->w1};
+  e->w0 = 0;
+  uint64_t size = w0 & SIZE_MASK;
+  if (w0 & PREEXISTING_BIT) {
+    BUMP(t->preLive, -1);
+    BUMP(t->preLiveBytes, -size);
+    return TAKE_PREEXISTING;
+  }
+  BUMP(t->removed, 1);
+  BUMP(t->removedBytes, size);
+  if (aggregate) {
+    BUMP(t->frees, 1);
+    uint64_t metadata = (w0 & OBJECT_BIT) ? *(uint64_t *)pointer : 0;
+    if (metadata != 0 && !(metadata & 7))
+      freedAdd(&t->freed, t->index, metadata, size);
+    else
+      freedAddUntyped(&t->freed, size);
+  }
+  return TAKE_TRACKED;
 }
 
-// Removes `pointer` from wherever it is tracked (takeFromStripes' results); fills *out.
-static inline __attribute__((always_inline)) int takeBlock(void *pointer, Slot *out, bool aggregate) {
-  uint64_t key = (uint64_t)(uintptr_t)pointer >> 4;
-  uint64_t h = hashAddress(key);
-  Nursery *n = t_nursery;
-  if (UNLIKELY(n == NULL) && atomic_load_explicit(&g_nurseriesOn, memory_order_relaxed)) {
-    n = claimNursery();
-    if (n == NULL) return takeAsOverflowThread(pointer, key, h, out, aggregate);
-  }
-  // nurseryEnter reads the flag the drains turn off.
-  if (LIKELY(n != NULL)) {
-    if (nurseryEnter(n)) {
-      int taken = takeFromOwnNursery(n, pointer, key, h, out, aggregate)
-                      ? TAKE_TRACKED
-                      : takeFromOthers(n, n, pointer, key, h, out, aggregate);
-      nurseryLeave(n);
-      return taken;
-    }
-  }
-  return takeFromStripesAfterDrain(pointer, key, h, out, aggregate);
+// Removes `pointer` from the shadow table; fills *out.
+static inline int takeBlock(void *pointer, Slot *out, bool aggregate) {
+  ThreadTable *t = tableAcquire();
+  if (!t) return TAKE_UNTRACKED;
+  int taken = shadowTake(t, pointer, out, aggregate);
+  tableRelease(t);
+  return taken;
 }
 
 // Call while the block is still allocated: a Swift object's first word is its metadata.
 static inline uint64_t categoryKey(void *pointer, const Slot *slot) {
-  uint64_t size = slot->w1 & SIZE_MASK;
-  if (!(slot->w1 & OBJECT_BIT)) return sizeKey(size);
+  uint64_t size = slot->w0 & SIZE_MASK;
+  if (!(slot->w0 & OBJECT_BIT)) return sizeKey(size);
   uint64_t metadata = *(uint64_t *)pointer;
   return (metadata == 0 || (metadata & 7)) ? sizeKey(size) : metadata;
 }
 
-static inline void aggregateFree(void *pointer, const Slot *slot, uint64_t key) {
-  uint64_t size = slot->w1 & SIZE_MASK;
-  uint64_t h = hashAddress((uint64_t)(uintptr_t)pointer >> 4);
-  Stripe *s = stripeFor(h);
-  CPerfSupport_spinLock(&s->lock);
-  if (LIKELY(atomic_load_explicit(&g_recording, memory_order_relaxed))) {
-    s->frees++;
-    freedAdd(&s->freed, (uint64_t)(s - g_stripes), key, size);
-  }
-  CPerfSupport_spinUnlock(&s->lock);
+// realloc's free of the old block, counted under the category it had.
+static inline void aggregateFree(const Slot *slot, uint64_t key) {
+  ThreadTable *t = tableAcquire();
+  if (!t) return;
+  BUMP(t->frees, 1);
+  freedAdd(&t->freed, t->index, key, slot->w0 & SIZE_MASK);
+  tableRelease(t);
 }
 
 // realloc failed: the old block is still valid, put it back unchanged.
 static inline void putBack(void *pointer, const Slot *slot) {
-  uint64_t key = (uint64_t)(uintptr_t)pointer >> 4;
-  uint64_t h = hashAddress(key);
-  Stripe *s = stripeFor(h);
-  CPerfSupport_spinLock(&s->lock);
-  if (atomic_load_explicit(&g_recording, memory_order_relaxed) && stripeReserve(s)) {
-    uint64_t i = slotIndex(h, s->capacity);
-    while ((s->slots[i].w0 & ADDR_MASK) > KEY_TOMBSTONE) i = (i + 1 == s->capacity) ? 0 : i + 1;
-    if ((s->slots[i].w0 & ADDR_MASK) == KEY_EMPTY) s->used++;
-    s->slots[i] = *slot;
-    uint64_t size = slot->w1 & SIZE_MASK;
-    if (slot->w1 & PREEXISTING_BIT) {
-      s->preLive++;
-      s->preLiveBytes += size;
+  ThreadTable *t = tableAcquire();
+  if (!t) return;
+  uint64_t address = (uint64_t)(uintptr_t)pointer;
+  Slot *leaf = leafFor(address);
+  if (leaf) {
+    Slot *e = slotIn(leaf, address);
+    e->w1 = slot->w1;
+    e->w0 = slot->w0;
+    uint64_t size = slot->w0 & SIZE_MASK;
+    if (slot->w0 & PREEXISTING_BIT) {
+      BUMP(t->preLive, 1);
+      BUMP(t->preLiveBytes, size);
     } else {
-      s->live++;
-      __atomic_store_n(&s->liveBytes, s->liveBytes + size, __ATOMIC_RELAXED);
+      BUMP(t->removed, -1);
+      BUMP(t->removedBytes, -size);
     }
   }
-  CPerfSupport_spinUnlock(&s->lock);
+  tableRelease(t);
 }
 
 static inline void recordFree(void *pointer) {

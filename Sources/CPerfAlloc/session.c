@@ -1,14 +1,14 @@
 // Session control: start, stop, release and tracking from process start, pausing and
 // generation marks; and the definitions of the state the hooks read (alloc_internal.h).
 #include "alloc_support.h"
-#include "block_table.h"
 #include "leak_support.h"
-#include "nursery.h"
 #include "record.h"
+#include "shadow.h"
 #include "snapshot.h"
 #include "stack_table.h"
 #include "stack_walk.h"
 #include "swift_objects.h"
+#include "thread_table.h"
 #include "timeline.h"
 
 // MARK: - State (alloc_internal.h says what each is)
@@ -35,19 +35,10 @@ int32_t CPerfAlloc_gettid(void) { return (int32_t)syscall(SYS_gettid); }
 // MARK: - Session control
 
 static void unmapAll(void) {
-  for (int i = 0; i < STRIPES; i++) {
-    Stripe *s = &g_stripes[i];
-    if (s->slots) munmap(s->slots, s->mappedBytes);
-    if (s->freed.slots) munmap(s->freed.slots, FREED_TABLE_BYTES);
-    if (g_stripeByStack[i].slots) munmap(g_stripeByStack[i].slots, FREED_TABLE_BYTES);
-    g_stripeByStack[i] = (FreedTable){0};
-    uint32_t keep = atomic_load(&s->lock);  // release() holds it: stay locked
-    memset(s, 0, sizeof(*s));
-    atomic_store(&s->lock, keep);
-  }
-  if (g_growScratch) munmap(g_growScratch, g_growScratchBytes);
-  g_growScratch = NULL;
-  g_growScratchBytes = 0;
+  shadowUnmapAll();
+  uint32_t tables = atomic_load(&g_tableCount);
+  for (uint32_t i = 0; i < tables; i++) resetTable(&g_tables[i], true);
+  resetTable(&g_overflow, true);
   if (g_stackSlots) munmap(g_stackSlots, (size_t)STACK_SLOTS * sizeof(StackSlot));
   if (g_stackArena) munmap(g_stackArena, (size_t)STACK_ARENA_FRAMES * sizeof(uint64_t));
   if (g_timeline) munmap(g_timeline, pageRound(g_timelineCapacity * sizeof(CPerfAlloc_TimelinePoint)));
@@ -77,10 +68,10 @@ static int registerAtfork(void) {
 
 // Stops the hooks' tracking of a session that never started (start failed).
 static void endTracking(void) {
-  for (int i = 0; i < STRIPES; i++) CPerfSupport_spinLock(&g_stripes[i].lock);
+  tablesHold();
   atomic_store(&g_recording, 0);
   atomic_store(&g_preexistingPhase, 0);
-  for (int i = STRIPES - 1; i >= 0; i--) CPerfSupport_spinUnlock(&g_stripes[i].lock);
+  tablesRelease(false);
 }
 
 int32_t CPerfAlloc_start(const CPerfAlloc_Config *config, CPerfAlloc_Error *error) {
@@ -132,13 +123,12 @@ int32_t CPerfAlloc_start(const CPerfAlloc_Config *config, CPerfAlloc_Error *erro
     atomic_store(&g_state, STATE_IDLE);
     return CPerfSupport_fail(error, CPerfAlloc_ErrorSystem, "mmap", saved);
   }
-  for (int i = 0; !continuing && i < STRIPES; i++) {
-    if (!stripeMap(&g_stripes[i], INITIAL_SLOTS)) {
-      int saved = errno;
-      unmapAll();
-      atomic_store(&g_state, STATE_IDLE);
-      return CPerfSupport_fail(error, CPerfAlloc_ErrorSystem, "mmap", saved);
-    }
+  if (!shadowMapTop()) {
+    int saved = errno;
+    if (continuing) endTracking();
+    unmapAll();
+    atomic_store(&g_state, STATE_IDLE);
+    return CPerfSupport_fail(error, CPerfAlloc_ErrorSystem, "mmap", saved);
   }
   atomic_store(&g_stackArenaUsed, 0);
   atomic_store(&g_stackCount, 0);
@@ -156,22 +146,23 @@ int32_t CPerfAlloc_start(const CPerfAlloc_Config *config, CPerfAlloc_Error *erro
   atomic_store(&g_timelineLast, 0);
   timelineAppend(g_startNs, 0);
   g_tracksPreexisting = continuing;
-  // A session that continues from process start keeps every block in the stripes, where
-  // the preexisting ones already are.
-  g_nurseriesUsable = !continuing && registerMembarrier();
-  uint32_t nurseries = atomic_load(&g_nurseryCount);
-  for (uint32_t i = 0; i < nurseries; i++) resetNursery(g_nurseries[i]);
-  resetNursery(&g_overflow);
-  g_overflow.index = MAX_NURSERIES;
-  atomic_store(&g_nurseriesOn, g_nurseriesUsable);
-  atomic_store(&g_countsFast, g_nurseriesUsable && g_mode == CPerfAlloc_ModeCountsOnly && !g_zeroNewBlocks);
   if (continuing) {
-    // From here on, blocks are the session's: the phase ends under every stripe lock, so
-    // each block is on one side of it.
-    for (int i = 0; i < STRIPES; i++) CPerfSupport_spinLock(&g_stripes[i].lock);
+    // From here on, blocks are the session's: the phase ends while the tables are held, so
+    // each block is on one side of it. The preexisting blocks' counts stay.
+    tablesHold();
+    uint32_t tables = atomic_load(&g_tableCount);
+    for (uint32_t i = 0; i < tables; i++) resetTable(&g_tables[i], false);
+    resetTable(&g_overflow, false);
     atomic_store(&g_preexistingPhase, 0);
-    for (int i = STRIPES - 1; i >= 0; i--) CPerfSupport_spinUnlock(&g_stripes[i].lock);
+    tablesRelease(true);
+  } else {
+    g_fenceHooks = !registerMembarrier();
+    uint32_t tables = atomic_load(&g_tableCount);
+    for (uint32_t i = 0; i < tables; i++) resetTable(&g_tables[i], true);
+    resetTable(&g_overflow, true);
+    atomic_store(&g_open, 1);
   }
+  atomic_store(&g_countsFast, g_mode == CPerfAlloc_ModeCountsOnly && !g_zeroNewBlocks);
   atomic_store(&g_paused, 0);
   atomic_store(&g_state, STATE_RUNNING);
   atomic_store(&g_recording, 1);
@@ -186,13 +177,15 @@ int32_t CPerfAlloc_trackAllBlocks(void) {
     return CPerfAlloc_ErrorSystem;
   }
   lookUpObjectSites();
-  for (int i = 0; i < STRIPES; i++) {
-    if (!stripeMap(&g_stripes[i], INITIAL_SLOTS)) {
-      unmapAll();
-      atomic_store(&g_state, STATE_IDLE);
-      return CPerfAlloc_ErrorSystem;
-    }
+  if (!shadowMapTop()) {
+    atomic_store(&g_state, STATE_IDLE);
+    return CPerfAlloc_ErrorSystem;
   }
+  g_fenceHooks = !registerMembarrier();
+  uint32_t tables = atomic_load(&g_tableCount);
+  for (uint32_t i = 0; i < tables; i++) resetTable(&g_tables[i], true);
+  resetTable(&g_overflow, true);
+  atomic_store(&g_open, 1);
   atomic_store(&g_preexistingPhase, 1);
   g_zeroNewBlocks = true;
   atomic_store(&g_state, STATE_TRACKING);
@@ -228,8 +221,8 @@ int32_t CPerfAlloc_setPaused(int32_t paused) {
     // allocation takes the path that does.
     atomic_store(&g_countsFast, 0);
   } else if (previous) {
-    atomic_store(&g_countsFast, g_nurseriesUsable && g_mode == CPerfAlloc_ModeCountsOnly && !g_zeroNewBlocks &&
-                                    atomic_load(&g_reservedCount) == 0);
+    atomic_store(&g_countsFast,
+                 g_mode == CPerfAlloc_ModeCountsOnly && !g_zeroNewBlocks && atomic_load(&g_reservedCount) == 0);
   }
   return previous;
 }
@@ -251,14 +244,13 @@ int32_t CPerfAlloc_markGeneration(CPerfAlloc_Mark *out) {
     return CPerfAlloc_ErrorState;
   }
   uint32_t generation = atomic_fetch_add(&g_generation, 1) + 1;
-  atomic_store(&g_generationBits, (uint64_t)(generation > 0xFFFF ? 0xFFFF : generation) << ADDR_BITS);
-  // The young blocks go to the stripes, so the count is exact at the mark.
-  drainNurseries();
+  atomic_store(&g_generationBits, (uint64_t)(generation > 0xFFFF ? 0xFFFF : generation) << GENERATION_SHIFT);
+  // Held, so the tables' sums are exact at the mark.
+  tablesHold();
   int64_t blocks = 0;
-  nurseriesLive(&blocks, NULL);
-  for (int i = 0; i < STRIPES; i++) blocks += (int64_t)__atomic_load_n(&g_stripes[i].live, __ATOMIC_RELAXED);
+  tablesLive(&blocks, NULL);
   int64_t live = sumLiveBytes();
-  reopenNurseries();
+  tablesRelease(true);
   CPerfAlloc_Mark mark = {
       .generation = generation,
       .timestampNs = CPerfSupport_monotonicNs(),
@@ -272,43 +264,71 @@ int32_t CPerfAlloc_markGeneration(CPerfAlloc_Mark *out) {
   return CPerfAlloc_OK;
 }
 
+// The stop's listing: session blocks into g_blocks, preexisting ones into g_preBlocks.
+typedef struct StopListing {
+  uint64_t blocks, blockCapacity, pre, preCapacity;
+  size_t populated;  // bytes of g_blocks populated so far
+} StopListing;
+
+static void listAtStop(const Slot *slot, uint64_t address, void *context) {
+  StopListing *l = context;
+  if (slot->w0 & PREEXISTING_BIT) {
+    if (g_preBlocks && l->pre < l->preCapacity) blockFromSlot(&g_preBlocks[l->pre++], slot, address);
+    return;
+  }
+  if (!g_blocks || l->blocks >= l->blockCapacity) return;
+  size_t end = (size_t)(l->blocks + 1) * sizeof(CPerfAlloc_Block);
+  if (end > l->populated) {
+    // A leaf's worth ahead at a time, just before it is written: populated whole, the listing
+    // was held beside every leaf still unlisted (a big heap's peak memory).
+    size_t upTo = pageRound(end + (size_t)LEAF_SLOTS / 4 * sizeof(CPerfAlloc_Block));
+    if (upTo > g_blocksBytes) upTo = g_blocksBytes;
+    populateBytes((char *)g_blocks + l->populated, upTo - l->populated);
+    l->populated = upTo;
+  }
+  blockFromSlot(&g_blocks[l->blocks++], slot, address);
+}
+
 int32_t CPerfAlloc_stop(CPerfAlloc_Error *error) {
   if (error) memset(error, 0, sizeof(*error));
   int32_t expected = STATE_RUNNING;
   if (!atomic_compare_exchange_strong(&g_state, &expected, STATE_BUSY))
     return CPerfSupport_fail(error, CPerfAlloc_ErrorState, "stop without a running session", 0);
 
-  // Holding every stripe lock: no hook is mid-update, frees of tracked blocks wait (so
-  // every live object's first word can still be read), and after the flag drops no
-  // hook touches a table again. Nothing here may malloc: the guard makes sure.
+  // Holding the tables: no hook is mid-update, frees of tracked blocks wait (so every live
+  // object's first word can still be read), and after the flag drops no hook touches a
+  // table again. Nothing here may malloc: the guard makes sure.
   t_inHook = 1;
   CPerfSupport_spinLock(&g_markLock);
   atomic_store(&g_countsFast, 0);
-  drainNurseries();  // every live block is in the stripes from here on
-  for (int i = 0; i < STRIPES; i++) CPerfSupport_spinLock(&g_stripes[i].lock);
+  tablesHold();
   atomic_store(&g_recording, 0);
   startWatchIfWanted();
   g_stopNs = CPerfSupport_monotonicNs();
 
-  uint64_t live = 0, freedEntries = 0, preLive = 0, stackEntries = 0;
-  for (int i = 0; i < STRIPES; i++) {
-    live += g_stripes[i].live;
-    preLive += g_stripes[i].preLive;
-    freedEntries += g_stripes[i].freed.used + (g_stripes[i].freed.lost ? 1 : 0);
-    stackEntries += g_stripeByStack[i].used + (g_stripeByStack[i].lost ? 1 : 0);
-  }
-  uint32_t nurseries = atomic_load(&g_nurseryCount);
-  for (uint32_t i = 0; i <= nurseries; i++) {
-    const Nursery *x = i < nurseries ? g_nurseries[i] : &g_overflow;
+  CPerfAlloc_Stats *st = &g_stats;
+  uint64_t freedEntries = 0, stackEntries = 0, preLive = 0, preLiveBytes = 0;
+  uint32_t tables = atomic_load(&g_tableCount);
+  for (uint32_t i = 0; i <= tables; i++) {
+    const ThreadTable *x = i < tables ? &g_tables[i] : &g_overflow;
     freedEntries += x->freed.used + (x->freed.lost ? 1 : 0);
     stackEntries += x->byStack.used + (x->byStack.lost ? 1 : 0);
+    st->totalAllocations += x->allocations;
+    st->totalBytes += x->allocatedBytes;
+    st->trackedFrees += x->frees;
+    st->lostBlocks += x->lost;
+    st->lostFreedKeys += x->freed.lost;
+    st->lostStackTotals += x->byStack.lost;
+    preLive += x->preLive;
+    preLiveBytes += x->preLiveBytes;
   }
-  g_blocksBytes = pageRound((live ? live : 1) * sizeof(CPerfAlloc_Block));
+  int64_t liveBlocks = 0, liveBytes = 0;
+  tablesLive(&liveBlocks, &liveBytes);
+  st->liveBlocks = (uint64_t)liveBlocks;
+  st->liveBytes = (uint64_t)liveBytes;
+  g_blocksBytes = pageRound((liveBlocks > 0 ? (size_t)liveBlocks : 1) * sizeof(CPerfAlloc_Block));
   g_blocks = mapBytes(g_blocksBytes);
   g_blocksReleased = 0;
-  // Populated a stripe's share at a time, just before it is written: populated whole, the
-  // listing was held beside every table still unlisted (a big heap's peak memory).
-  size_t populated = 0;
   g_freedBytes = pageRound((freedEntries ? freedEntries : 1) * sizeof(CPerfAlloc_Freed));
   g_freedSnapshot = mapBytes(g_freedBytes);
   g_stackTotalsBytes = pageRound((stackEntries ? stackEntries : 1) * sizeof(CPerfAlloc_Freed));
@@ -319,87 +339,37 @@ int32_t CPerfAlloc_stop(CPerfAlloc_Error *error) {
   }
   int mapErrno = errno;
 
-  CPerfAlloc_Stats *st = &g_stats;
   st->startNs = g_startNs;
   st->stopNs = g_stopNs;
   st->mode = g_mode;
   st->swiftObjectSites = g_objectSiteCount;
-  st->nurseries = atomic_load(&g_nurseryCount);
-  st->blockTableBytes += g_growScratchBytes;
-  uint64_t n = 0, f = 0, pre = 0, t = 0;
-  for (int i = 0; i < STRIPES; i++) {
-    Stripe *s = &g_stripes[i];
-    st->totalAllocations += s->allocations;
-    st->totalBytes += s->allocatedBytes;
-    st->trackedFrees += s->frees;
-    st->liveBlocks += s->live;
-    st->liveBytes += s->liveBytes;
-    st->lostBlocks += s->lostBlocks;
-    st->lostFreedKeys += s->freed.lost;
-    st->blockTableBytes += s->mappedBytes;
-    if (g_blocks) {
-      size_t upTo = pageRound((size_t)(n + s->live) * sizeof(CPerfAlloc_Block));
-      if (upTo > g_blocksBytes) upTo = g_blocksBytes;
-      if (upTo > populated) {
-        populateBytes((char *)g_blocks + populated, upTo - populated);
-        populated = upTo;
-      }
-    }
-    for (uint64_t j = 0; g_blocks && j < s->capacity; j++) {
-      const Slot *slot = &s->slots[j];
-      uint64_t key = slot->w0 & ADDR_MASK;
-      if (key <= KEY_TOMBSTONE) continue;
-      CPerfAlloc_Block *b;
-      if (slot->w1 & PREEXISTING_BIT) {
-        if (!g_preBlocks || pre >= preLive) continue;
-        b = &g_preBlocks[pre++];
-      } else {
-        if (n >= live) continue;
-        b = &g_blocks[n++];
-      }
-      b->address = key << 4;
-      b->size = slot->w1 & SIZE_MASK;
-      b->tid = (int32_t)((slot->w1 >> 40) & TID_MASK);
-      b->flags = (slot->w1 & OBJECT_BIT) ? CPerfAlloc_BlockSwiftObject : 0;
-      b->metadata = (slot->w1 & OBJECT_BIT) ? *(uint64_t *)(uintptr_t)b->address : 0;
-      b->generation = (uint32_t)((slot->w0 >> ADDR_BITS) & 0xFFFF);
-      b->stackId = (uint32_t)slot->w2;
-      b->timestampNs = g_startNs + (slot->w2 >> 32) * 1000;
-    }
-    f = snapshotFreed(&s->freed, g_freedSnapshot, f, freedEntries, false);
-    t = snapshotFreed(&g_stripeByStack[i], g_stackTotals, t, stackEntries, true);
-    st->lostStackTotals += g_stripeByStack[i].lost;
-    // Listed: no hook reads a table again (the flag is down), so its memory goes now rather
-    // than at release, and the listing and the tables are never held whole together (a big
-    // heap's peak memory).
-    if (g_blocks && s->slots) {
-      munmap(s->slots, s->mappedBytes);
-      s->slots = NULL;
-      s->capacity = 0;
-      s->mappedBytes = 0;
-      s->used = 0;
-    }
+  st->threadTables = tables;
+  st->lostBlocks += atomic_load(&g_lostLeaves);
+  // In address order. Each leaf goes once listed: no hook reads a leaf again (the flag is
+  // down), and the listing and the leaves are never held whole together (a big heap's peak
+  // memory).
+  StopListing listing = {.blockCapacity = (uint64_t)liveBlocks, .preCapacity = preLive};
+  shadowSortLeaves();
+  uint32_t leaves = atomic_load(&g_leafCount);
+  uint64_t topPages = 0, lastTopPage = UINT64_MAX;
+  for (uint32_t i = 0; i < leaves; i++) {
+    st->blockTableBytes += shadowVisitLeaf(i, listAtStop, &listing);
+    uint64_t topPage = g_leafRegions[i] * sizeof(Slot *) / 4096;
+    if (topPage != lastTopPage) topPages++;
+    lastTopPage = topPage;
+    if (g_blocks) shadowUnmapLeaf(i);
   }
-  if (g_blocks && g_growScratch) {
-    munmap(g_growScratch, g_growScratchBytes);
-    g_growScratch = NULL;
-    g_growScratchBytes = 0;
-  }
-  for (uint32_t i = 0; i <= nurseries; i++) {
-    const Nursery *x = i < nurseries ? g_nurseries[i] : &g_overflow;
-    st->totalAllocations += x->allocations;
-    st->totalBytes += x->allocatedBytes;
-    st->trackedFrees += x->frees;
-    st->lostFreedKeys += x->freed.lost;
-    if (i < nurseries) st->blockTableBytes += sizeof(Nursery);
+  st->blockTableBytes += topPages * 4096 + (uint64_t)tables * sizeof(ThreadTable);
+  g_blockCount = listing.blocks;
+  g_preBlockCount = listing.pre;
+  st->preexistingBlocks = listing.pre;
+  st->preexistingBytes = preLiveBytes;
+  uint64_t f = 0, t = 0;
+  for (uint32_t i = 0; i <= tables; i++) {
+    const ThreadTable *x = i < tables ? &g_tables[i] : &g_overflow;
     f = snapshotFreed(&x->freed, g_freedSnapshot, f, freedEntries, false);
     t = snapshotFreed(&x->byStack, g_stackTotals, t, stackEntries, true);
-    st->lostStackTotals += x->byStack.lost;
   }
-  g_blockCount = n;
-  g_preBlockCount = pre;
-  st->preexistingBlocks = pre;
-  for (int i = 0; i < STRIPES; i++) st->preexistingBytes += g_stripes[i].preLiveBytes;
   g_freedCount = f;
   g_stackTotalCount = t;
   (void)sumLiveBytes();  // the peak, including the final state
@@ -414,7 +384,7 @@ int32_t CPerfAlloc_stop(CPerfAlloc_Error *error) {
   st->stackTableBytes =
       g_stackSlots ? st->stackCount * sizeof(StackSlot) + atomic_load(&g_stackArenaUsed) * sizeof(uint64_t) : 0;
 
-  for (int i = STRIPES - 1; i >= 0; i--) CPerfSupport_spinUnlock(&g_stripes[i].lock);
+  tablesRelease(false);
   CPerfSupport_spinUnlock(&g_markLock);
   t_inHook = 0;
   atomic_store(&g_state, STATE_STOPPED);
@@ -426,9 +396,7 @@ int32_t CPerfAlloc_stop(CPerfAlloc_Error *error) {
 void CPerfAlloc_release(void) {
   int32_t expected = STATE_STOPPED;
   if (!atomic_compare_exchange_strong(&g_state, &expected, STATE_BUSY)) return;
-  // Hooks that raced with stop re-check the flag under these locks and leave.
-  for (int i = 0; i < STRIPES; i++) CPerfSupport_spinLock(&g_stripes[i].lock);
+  // Hooks that raced with stop found the tables closed and the flag down, and left.
   unmapAll();
-  for (int i = STRIPES - 1; i >= 0; i--) CPerfSupport_spinUnlock(&g_stripes[i].lock);
   atomic_store(&g_state, STATE_IDLE);
 }

@@ -3,7 +3,7 @@
 #include "snapshot.h"
 
 #include "leak_support.h"
-#include "nursery.h"
+#include "thread_table.h"
 #include "timeline.h"
 
 ALLOC_HIDDEN CPerfAlloc_Block *g_blocks;
@@ -61,57 +61,63 @@ void CPerfAlloc_releaseBlocksBefore(uint64_t index) {
   g_blocksReleased = bytes;
 }
 
-// Copies the live blocks, each stripe under its lock, as blocks (`out`) or as (address,
-// size) pairs (`pairs`), up to `capacity`; returns how many are live.
-static uint64_t copyLiveBlocks(CPerfAlloc_Block *out, uint64_t *pairs, uint64_t capacity) {
-  uint64_t n = 0;
-  for (int i = 0; i < STRIPES; i++) {
-    Stripe *s = &g_stripes[i];
-    CPerfSupport_spinLock(&s->lock);
-    for (uint64_t j = 0; j < s->capacity; j++) {
-      const Slot *slot = &s->slots[j];
-      uint64_t key = slot->w0 & ADDR_MASK;
-      if (key <= KEY_TOMBSTONE) continue;
-      if (pairs && n < capacity) {
-        pairs[2 * n] = key << 4;
-        pairs[2 * n + 1] = slot->w1 & SIZE_MASK;
-      }
-      if (out && n < capacity) {
-        CPerfAlloc_Block *b = &out[n];
-        b->address = key << 4;
-        b->size = slot->w1 & SIZE_MASK;
-        b->tid = (int32_t)((slot->w1 >> 40) & TID_MASK);
-        // Live, and its table entry cannot go while the stripe is locked: its first word
-        // is readable (0 while the runtime has not yet stored the metadata).
-        b->metadata = (slot->w1 & OBJECT_BIT) ? *(const uint64_t *)(uintptr_t)b->address : 0;
-        b->flags = ((slot->w1 & OBJECT_BIT) && b->metadata ? CPerfAlloc_BlockSwiftObject : 0) |
-                   ((slot->w1 & PREEXISTING_BIT) ? CPerfAlloc_BlockPreexisting : 0);
-        b->generation = (uint32_t)((slot->w0 >> ADDR_BITS) & 0xFFFF);
-        b->stackId = (slot->w1 & PREEXISTING_BIT) ? 0 : (uint32_t)slot->w2;
-        b->timestampNs = g_startNs + (slot->w2 >> 32) * 1000;
-      }
-      n++;
+typedef struct LiveListing {
+  CPerfAlloc_Block *out;
+  uint64_t *pairs;
+  uint64_t capacity, count;
+} LiveListing;
+
+static void listLive(const Slot *slot, uint64_t address, void *context) {
+  LiveListing *l = context;
+  if (l->count < l->capacity) {
+    if (l->pairs) {
+      l->pairs[2 * l->count] = address;
+      l->pairs[2 * l->count + 1] = slot->w0 & SIZE_MASK;
     }
-    CPerfSupport_spinUnlock(&s->lock);
+    if (l->out) blockFromSlot(&l->out[l->count], slot, address);
   }
-  return n;
+  l->count++;
+}
+
+// Copies the live blocks in address order, the tables held, as blocks (`out`) or as
+// (address, size) pairs (`pairs`), up to `capacity`; returns how many are live.
+static uint64_t copyLiveBlocks(CPerfAlloc_Block *out, uint64_t *pairs, uint64_t capacity) {
+  if (!out && !pairs) {
+    // A count: the tables' sums are exact while held.
+    int64_t live = 0;
+    tablesLive(&live, NULL);
+    uint64_t pre = 0;
+    uint32_t count = atomic_load(&g_tableCount);
+    for (uint32_t i = 0; i <= count; i++) pre += (i < count ? &g_tables[i] : &g_overflow)->preLive;
+    return (uint64_t)live + pre;
+  }
+  LiveListing listing = {.out = out, .pairs = pairs, .capacity = (out || pairs) ? capacity : 0};
+  shadowSortLeaves();
+  uint32_t leaves = atomic_load(&g_leafCount);
+  for (uint32_t i = 0; i < leaves; i++) shadowVisitLeaf(i, listLive, &listing);
+  return listing.count;
 }
 
 uint64_t CPerfAlloc_liveBlocksNow(CPerfAlloc_Block *out, uint64_t capacity) {
   if (atomic_load(&g_state) != STATE_RUNNING) return 0;
-  // Marks and stop drain too: one drain at a time.
+  // Marks and stop hold the tables too: one at a time.
   CPerfSupport_spinLock(&g_markLock);
-  drainNurseries();
+  tablesHold();
   if (out) startWatchIfWanted();
   uint64_t n = copyLiveBlocks(out, NULL, capacity);
-  reopenNurseries();
+  tablesRelease(true);
   CPerfSupport_spinUnlock(&g_markLock);
   return n;
 }
 
 uint64_t CPerfAlloc_liveBlocksBeforeSession(uint64_t *pairs, uint64_t capacity) {
   if (atomic_load(&g_state) != STATE_TRACKING) return 0;
-  return copyLiveBlocks(NULL, pairs, capacity);
+  CPerfSupport_spinLock(&g_markLock);
+  tablesHold();
+  uint64_t n = copyLiveBlocks(NULL, pairs, capacity);
+  tablesRelease(true);
+  CPerfSupport_spinUnlock(&g_markLock);
+  return n;
 }
 
 const CPerfAlloc_Block *CPerfAlloc_preexistingBlocks(uint64_t *count) {

@@ -7,7 +7,7 @@
 
 // MARK: - Stack table
 //
-// Lock-free open addressing (inserts also happen under a stripe lock, which is what
+// Lock-free open addressing (inserts also happen inside a thread table's busy section, which is what
 // makes stop and fork see a quiescent table). Frames live in an append-only arena.
 
 #define STACK_SLOTS        (1u << 20)

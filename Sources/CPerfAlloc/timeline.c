@@ -2,7 +2,7 @@
 // (which keeps the peak); the state they share is declared in timeline.h.
 #include "timeline.h"
 
-#include "nursery.h"
+#include "thread_table.h"
 
 ALLOC_HIDDEN uint64_t g_startTsc;
 ALLOC_HIDDEN uint64_t g_microsPerTsc32;
@@ -47,14 +47,13 @@ ALLOC_HIDDEN void timelineMaybeSample(uint64_t micros) {
   timelineAppend(g_startNs + micros * 1000, sumLiveBytes());
 }
 
-// The live heap is the sum of the stripes' counters (each kept under its lock): no
+// The live heap is the sum of the thread tables' counters (each written by its thread): no
 // shared counter on the hot path. It is summed, and the peak updated, whenever the
 // timeline samples (at most once per interval), at marks and at stop, so the peak has
 // the timeline's resolution.
 ALLOC_HIDDEN int64_t sumLiveBytes(void) {
   int64_t total = 0;
-  nurseriesLive(NULL, &total);
-  for (int i = 0; i < STRIPES; i++) total += (int64_t)__atomic_load_n(&g_stripes[i].liveBytes, __ATOMIC_RELAXED);
+  tablesLive(NULL, &total);
   int64_t peak = atomic_load_explicit(&g_peakLiveBytes, memory_order_relaxed);
   while (total > peak && !atomic_compare_exchange_weak_explicit(&g_peakLiveBytes, &peak, total, memory_order_relaxed,
                                                                 memory_order_relaxed)) {}

@@ -38,7 +38,7 @@ extern ALLOC_HIDDEN _Atomic uint64_t g_lostTimeline;
 
 ALLOC_HIDDEN void timelineAppend(uint64_t now, int64_t liveBytes);
 ALLOC_HIDDEN void timelineMaybeSample(uint64_t micros);
-// The live heap, summed over the stripes and nurseries; updates the peak.
+// The live heap, summed over the thread tables; updates the peak.
 ALLOC_HIDDEN int64_t sumLiveBytes(void);
 
 extern ALLOC_HIDDEN CPerfAlloc_Mark g_marks[CPerfAlloc_MaxMarks];

@@ -108,7 +108,7 @@ extension ProcessWideRecording {
       var stats = CPerfAlloc_Stats()
       CPerfAlloc_stats(&stats)
       threadChurnBin.removeAll()
-      #expect(stats.nurseries < 64, "\(stats.nurseries) tables for at most a few threads alive at once")
+      #expect(stats.threadTables < 64, "\(stats.threadTables) tables for at most a few threads alive at once")
       let churn = try #require(Self.category(Self.report(recording), AllocProbeThreadChurn.self))
       #expect(churn.persistentCount == 2000)
       #expect(recording.lostBlocks == 0)

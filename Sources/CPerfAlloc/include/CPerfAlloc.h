@@ -82,9 +82,8 @@ typedef struct CPerfAlloc_Block {
   uint64_t address;
   uint64_t size;      // requested bytes
   uint64_t metadata;  // 0 unless flags has CPerfAlloc_BlockSwiftObject
-  /// CLOCK_MONOTONIC, microsecond resolution. The hooks read the clock only every 16th
-  /// allocation of a thread: this is the latest reading of any thread when the block was
-  /// allocated, so it may be earlier than the allocation itself.
+  /// 0: blocks carry no time (the live-block table keeps 16 bytes a block). The timeline
+  /// and the marks have the times.
   uint64_t timestampNs;
   uint32_t stackId;     // 0: no stack (countsOnly, or the stack table was full)
   uint32_t generation;  // generation counter when allocated (0 before the first mark)
@@ -93,7 +92,7 @@ typedef struct CPerfAlloc_Block {
 } CPerfAlloc_Block;
 
 /// Blocks allocated while recording and freed before stop, aggregated by category key.
-/// One entry per key per internal stripe: merge entries with equal keys.
+/// One entry per key per thread table: merge entries with equal keys.
 typedef struct CPerfAlloc_Freed {
   /// Even: a Swift object's metadata pointer. Odd: (sizeClass << 1) | 1 for other blocks.
   /// UINT64_MAX: the aggregate table was full (stats.lostFreedKeys counts those frees).
@@ -137,7 +136,7 @@ typedef struct CPerfAlloc_Stats {
   int32_t mode;
   uint64_t preexistingBlocks;  // at stop, tracked from process start (CPerfAlloc_trackAllBlocks)
   uint64_t preexistingBytes;
-  uint32_t nurseries;  // per-thread tables of young blocks mapped (at most 256; reused)
+  uint32_t threadTables;  // per-thread tables of counts claimed (at most 256; handed on when a thread ends)
   uint32_t unused;
   uint64_t lostStackTotals;  // allocations counted under UINT64_MAX in the totals by stack (table full)
 } CPerfAlloc_Stats;
