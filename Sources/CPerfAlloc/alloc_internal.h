@@ -98,7 +98,6 @@ extern ALLOC_HIDDEN _Atomic int64_t g_peakLiveBytes;
 extern ALLOC_HIDDEN TLS int t_inHook;
 extern ALLOC_HIDDEN TLS int32_t t_ignoringAllocations;  // CPerfAlloc_setIgnoringAllocations
 extern ALLOC_HIDDEN TLS int32_t t_tid;
-extern ALLOC_HIDDEN TLS uint64_t t_tidBits;  // the thread's id as a slot stores it (w1); 0: not yet known
 extern ALLOC_HIDDEN TLS uintptr_t t_stackLo;
 extern ALLOC_HIDDEN TLS uintptr_t t_stackHi;  // 0: not yet looked up; 1: unknown (no walk)
 

@@ -6,6 +6,9 @@
 #ifndef ALLOC_NAMESPACE_H
 #define ALLOC_NAMESPACE_H
 
+#define bigPut                cperf_alloc_bigPut
+#define bigSize               cperf_alloc_bigSize
+#define bigUnmap              cperf_alloc_bigUnmap
 #define calibrateClock        cperf_alloc_calibrateClock
 #define claimTable            cperf_alloc_claimTable
 #define forkChild             cperf_alloc_forkChild
@@ -110,7 +113,6 @@
 #define t_stackLo             cperf_alloc_t_stackLo
 #define t_table               cperf_alloc_t_table
 #define t_tid                 cperf_alloc_t_tid
-#define t_tidBits             cperf_alloc_t_tidBits
 #define tablesHold            cperf_alloc_tablesHold
 #define tablesRelease         cperf_alloc_tablesRelease
 #define timelineAppend        cperf_alloc_timelineAppend

@@ -34,10 +34,9 @@ __attribute__((noinline)) static void *recordCounts(void *p, size_t size, uintpt
   ThreadTable *t = t_table;
   uint64_t address = (uint64_t)(uintptr_t)p;
   uint32_t countdown = t_clockCountdown;
-  uint64_t tidBits = t_tidBits;
-  // The clock's turn and a thread's first allocation take the slow path too: whatever
-  // calls out would cost this function its frameless path.
-  if (UNLIKELY(!p || !t || (address & ~BLOCK_ADDRESS) || t_ignoringAllocations || countdown == 0 || tidBits == 0 ||
+  // The clock's turn and a big block take the slow path too: whatever calls out would cost
+  // this function its frameless path.
+  if (UNLIKELY(!p || !t || (address & ~BLOCK_ADDRESS) || t_ignoringAllocations || countdown == 0 || size >= SIZE_MASK ||
                !tableEnter(t))) {
     __attribute__((musttail)) return recordCountsSlow(p, size, ret, callerFrame, frame);
   }
@@ -48,10 +47,9 @@ __attribute__((noinline)) static void *recordCounts(void *p, size_t size, uintpt
     __attribute__((musttail)) return recordCountsSlow(p, size, ret, callerFrame, frame);
   }
   t_clockCountdown = countdown - 1;
-  e->w1 = tidBits;
-  e->w0 = sessionW0(address, size, isObjectAt(ret, callerFrame, frame));
+  e->w0 = sessionBits(address, isObjectAt(ret, callerFrame, frame)) | size;
   BUMP(t->allocations, 1);
-  BUMP(t->allocatedBytes, size > SIZE_MASK ? SIZE_MASK : size);
+  BUMP(t->allocatedBytes, size);
   tableLeave(t);
   return p;
 }
@@ -113,7 +111,7 @@ __attribute__((noinline)) static void freeRecording(void *pointer) {
   Slot *e = leaf ? slotIn(leaf, address) : NULL;
   uint64_t w0 = e ? e->w0 : 0;
   FreedSlot *table = t->freed.slots;
-  if (UNLIKELY((w0 & (LIVE_BIT | HALF_BIT | PREEXISTING_BIT)) != (LIVE_BIT | halfBit(address)) || !table)) {
+  if (UNLIKELY((w0 & (LIVE_BIT | HALF_BIT | PREEXISTING_BIT | BIG_BIT)) != (LIVE_BIT | halfBit(address)) || !table)) {
     tableLeave(t);
     __attribute__((musttail)) return freeRecordingSlow(pointer);
   }
@@ -168,7 +166,7 @@ __attribute__((noinline)) static void *reallocRecording(void *pointer, size_t si
   if (t_inHook) return __libc_realloc(pointer, size);
   t_inHook = 1;
   // Take the old block out before glibc can hand its address to another thread.
-  Slot old;
+  Taken old;
   int taken = pointer ? takeBlock(pointer, &old, false) : TAKE_UNTRACKED;
   bool tracked = taken == TAKE_TRACKED;
   uint64_t oldKey = tracked ? categoryKey(pointer, &old) : 0;
@@ -176,7 +174,7 @@ __attribute__((noinline)) static void *reallocRecording(void *pointer, size_t si
   // blocks, which a leak scan would read as pointers to whatever now lives at those
   // addresses (realloc(NULL, n) included: it is a malloc).
   size_t oldSize = !pointer                  ? 0
-                   : taken != TAKE_UNTRACKED ? (size_t)(old.w0 & SIZE_MASK)
+                   : taken != TAKE_UNTRACKED ? (size_t)old.size
                    : g_zeroNewBlocks         ? malloc_usable_size(pointer)
                                              : 0;
   void *p = __libc_realloc(pointer, size);
@@ -384,7 +382,6 @@ ALLOC_HIDDEN void forkParent(void) {
 
 ALLOC_HIDDEN void forkChild(void) {
   t_tid = 0;
-  t_tidBits = 0;
   if (atomic_load_explicit(&g_state, memory_order_acquire) == STATE_IDLE) return;
   atomic_store_explicit(&g_recording, 0, memory_order_relaxed);
   tablesRelease(false);

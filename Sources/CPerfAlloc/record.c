@@ -2,7 +2,10 @@
 // the shadow table with its stack, and the counts path's slow half.
 #include "record.h"
 
+#include "stack_table.h"
 #include "stack_walk.h"
+
+_Static_assert(STACK_SLOTS <= STACK_MASK, "a stack id fits its slot bits");
 
 ALLOC_HIDDEN bool g_zeroNewBlocks;
 
@@ -13,10 +16,10 @@ __attribute__((noinline, cold)) static void recordPreexisting(uint64_t address, 
   if (!t) return;
   bool before = atomic_load_explicit(&g_preexistingPhase, memory_order_relaxed) ||
                 atomic_load_explicit(&g_paused, memory_order_relaxed);
-  uint64_t w0 = sessionW0(address, size, object);
-  if (before) w0 = (w0 & ~(0xFFFFull << GENERATION_SHIFT)) | PREEXISTING_BIT;
+  uint64_t bits = sessionBits(address, object);
+  if (before) bits = (bits & ~(0xFFFFull << GENERATION_SHIFT)) | PREEXISTING_BIT;
   // A block shadowInsert cannot take is lost to the session's counts, not to the preexisting.
-  if (!before || !(address & ~BLOCK_ADDRESS)) shadowInsert(t, address, w0, currentTidBits());
+  if (!before || !(address & ~BLOCK_ADDRESS)) shadowInsert(t, address, size, bits);
   tableRelease(t);
 }
 
@@ -51,7 +54,7 @@ __attribute__((noinline)) ALLOC_HIDDEN void recordAllocWithStack(void *pointer, 
     stackId = stackIntern(frames, depth, stackHash);
     stackCacheStore(frame, stackId, reads, readCount);
   }
-  if (shadowInsert(t, address, sessionW0(address, size, object), currentTidBits() | stackId))
+  if (shadowInsert(t, address, size, sessionBits(address, object) | ((uint64_t)stackId << STACK_SHIFT)))
     countByStack(t, stackId, size);
   tableRelease(t);
   sampleIfTicked(ticked, micros);
@@ -64,7 +67,7 @@ __attribute__((noinline)) ALLOC_HIDDEN void recordAllocCountsAt(void *pointer, s
   bool ticked = tickClock(&micros);
   ThreadTable *t = tableAcquire();
   if (!t) return;
-  shadowInsert(t, address, sessionW0(address, size, object), currentTidBits());
+  shadowInsert(t, address, size, sessionBits(address, object));
   tableRelease(t);
   sampleIfTicked(ticked, micros);
 }

@@ -10,11 +10,6 @@
 
 // MARK: - Recording paths (only reached while g_recording is set)
 
-static inline uint64_t currentTidBits(void) {
-  if (UNLIKELY(t_tidBits == 0)) t_tidBits = ((uint64_t)currentTid() & TID_MASK) << TID_SHIFT;
-  return t_tidBits;
-}
-
 // Reads the clock on its turn (every CLOCK_EVERY allocations of a thread); true if it did,
 // with the time in *micros (the timeline is sampled then).
 static inline bool tickClock(uint64_t *micros) {
@@ -32,17 +27,17 @@ static inline bool tickClock(uint64_t *micros) {
   return true;
 }
 
-// A session block's first word: size, generation, flags.
-static inline uint64_t sessionW0(uint64_t address, size_t size, bool object) {
-  uint64_t size40 = size > SIZE_MASK ? SIZE_MASK : size;
-  return size40 | atomic_load_explicit(&g_generationBits, memory_order_relaxed) | halfBit(address) |
-         (object ? OBJECT_BIT : 0) | LIVE_BIT;
+// A session block's slot but its size and stack: generation, flags.
+static inline uint64_t sessionBits(uint64_t address, bool object) {
+  return atomic_load_explicit(&g_generationBits, memory_order_relaxed) | halfBit(address) | (object ? OBJECT_BIT : 0) |
+         LIVE_BIT;
 }
 
-// A block its free never reached us for (freed by a path that bypasses free) had this slot:
-// it is gone.
-static inline void forgetSlot(ThreadTable *t, uint64_t old) {
-  uint64_t size = old & SIZE_MASK;
+// A block its free never reached us for (freed by a path that bypasses free) had the slot
+// at `address`'s granule: it is gone.
+static inline void forgetSlot(ThreadTable *t, uint64_t address, uint64_t old) {
+  uint64_t oldAddress = (address & ~31ull) | ((old & HALF_BIT) ? 16 : 0);
+  uint64_t size = slotSize(oldAddress, old, true);
   if (old & PREEXISTING_BIT) {
     BUMP(t->preLive, -1);
     BUMP(t->preLiveBytes, -size);
@@ -52,9 +47,10 @@ static inline void forgetSlot(ThreadTable *t, uint64_t old) {
   }
 }
 
-// Puts a block into the shadow table (inside t's busy section); false (counted) without a leaf.
-static inline __attribute__((always_inline)) bool shadowInsert(ThreadTable *t, uint64_t address, uint64_t w0,
-                                                               uint64_t w1) {
+// Puts a block into the shadow table (inside t's busy section); false (counted) without a
+// leaf. `bits`: the slot but its size.
+static inline __attribute__((always_inline)) bool shadowInsert(ThreadTable *t, uint64_t address, uint64_t size,
+                                                               uint64_t bits) {
   if (UNLIKELY(address & ~BLOCK_ADDRESS)) {
     BUMP(t->lost, 1);
     return false;
@@ -66,11 +62,9 @@ static inline __attribute__((always_inline)) bool shadowInsert(ThreadTable *t, u
   }
   Slot *e = slotIn(leaf, address);
   uint64_t old = e->w0;
-  if (UNLIKELY(old & LIVE_BIT)) forgetSlot(t, old);
-  e->w1 = w1;
-  e->w0 = w0;
-  uint64_t size = w0 & SIZE_MASK;
-  if (w0 & PREEXISTING_BIT) {
+  if (UNLIKELY(old & LIVE_BIT)) forgetSlot(t, address, old);
+  e->w0 = bits | sizeBits(address, size);
+  if (bits & PREEXISTING_BIT) {
     BUMP(t->preLive, 1);
     BUMP(t->preLiveBytes, size);
   } else {
@@ -106,10 +100,15 @@ static inline __attribute__((always_inline)) void recordAlloc(void *pointer, siz
 
 enum { TAKE_UNTRACKED = 0, TAKE_TRACKED = 1, TAKE_PREEXISTING = 2 };
 
+// A block taken out of the shadow table: its slot and its size.
+typedef struct Taken {
+  uint64_t w0, size;
+} Taken;
+
 // Takes `pointer`'s slot out of the shadow table (inside t's busy section); fills *out.
 // With `aggregate`, counts the free under its category (the block is still allocated: a
 // Swift object's first word is its metadata).
-static inline __attribute__((always_inline)) int shadowTake(ThreadTable *t, void *pointer, Slot *out, bool aggregate) {
+static inline __attribute__((always_inline)) int shadowTake(ThreadTable *t, void *pointer, Taken *out, bool aggregate) {
   uint64_t address = (uint64_t)(uintptr_t)pointer;
   if (UNLIKELY(address & ~BLOCK_ADDRESS)) return TAKE_UNTRACKED;
   Slot *leaf = leafFor(address);
@@ -117,9 +116,9 @@ static inline __attribute__((always_inline)) int shadowTake(ThreadTable *t, void
   Slot *e = slotIn(leaf, address);
   uint64_t w0 = e->w0;
   if ((w0 & (LIVE_BIT | HALF_BIT)) != (LIVE_BIT | halfBit(address))) return TAKE_UNTRACKED;
-  *out = (Slot){w0, e->w1};
   e->w0 = 0;
-  uint64_t size = w0 & SIZE_MASK;
+  uint64_t size = slotSize(address, w0, true);
+  *out = (Taken){w0, size};
   if (w0 & PREEXISTING_BIT) {
     BUMP(t->preLive, -1);
     BUMP(t->preLiveBytes, -size);
@@ -139,7 +138,7 @@ static inline __attribute__((always_inline)) int shadowTake(ThreadTable *t, void
 }
 
 // Removes `pointer` from the shadow table; fills *out.
-static inline int takeBlock(void *pointer, Slot *out, bool aggregate) {
+static inline int takeBlock(void *pointer, Taken *out, bool aggregate) {
   ThreadTable *t = tableAcquire();
   if (!t) return TAKE_UNTRACKED;
   int taken = shadowTake(t, pointer, out, aggregate);
@@ -148,47 +147,44 @@ static inline int takeBlock(void *pointer, Slot *out, bool aggregate) {
 }
 
 // Call while the block is still allocated: a Swift object's first word is its metadata.
-static inline uint64_t categoryKey(void *pointer, const Slot *slot) {
-  uint64_t size = slot->w0 & SIZE_MASK;
-  if (!(slot->w0 & OBJECT_BIT)) return sizeKey(size);
+static inline uint64_t categoryKey(void *pointer, const Taken *block) {
+  if (!(block->w0 & OBJECT_BIT)) return sizeKey(block->size);
   uint64_t metadata = *(uint64_t *)pointer;
-  return (metadata == 0 || (metadata & 7)) ? sizeKey(size) : metadata;
+  return (metadata == 0 || (metadata & 7)) ? sizeKey(block->size) : metadata;
 }
 
 // realloc's free of the old block, counted under the category it had.
-static inline void aggregateFree(const Slot *slot, uint64_t key) {
+static inline void aggregateFree(const Taken *block, uint64_t key) {
   ThreadTable *t = tableAcquire();
   if (!t) return;
   BUMP(t->frees, 1);
-  freedAdd(&t->freed, t->index, key, slot->w0 & SIZE_MASK);
+  freedAdd(&t->freed, t->index, key, block->size);
   tableRelease(t);
 }
 
 // realloc failed: the old block is still valid, put it back unchanged.
-static inline void putBack(void *pointer, const Slot *slot) {
+static inline void putBack(void *pointer, const Taken *block) {
   ThreadTable *t = tableAcquire();
   if (!t) return;
   uint64_t address = (uint64_t)(uintptr_t)pointer;
   Slot *leaf = leafFor(address);
   if (leaf) {
     Slot *e = slotIn(leaf, address);
-    e->w1 = slot->w1;
-    e->w0 = slot->w0;
-    uint64_t size = slot->w0 & SIZE_MASK;
-    if (slot->w0 & PREEXISTING_BIT) {
+    e->w0 = (block->w0 & ~(SIZE_MASK | BIG_BIT)) | sizeBits(address, block->size);
+    if (block->w0 & PREEXISTING_BIT) {
       BUMP(t->preLive, 1);
-      BUMP(t->preLiveBytes, size);
+      BUMP(t->preLiveBytes, block->size);
     } else {
       BUMP(t->removed, -1);
-      BUMP(t->removedBytes, -size);
+      BUMP(t->removedBytes, -block->size);
     }
   }
   tableRelease(t);
 }
 
 static inline void recordFree(void *pointer) {
-  Slot slot;
-  takeBlock(pointer, &slot, true);
+  Taken block;
+  takeBlock(pointer, &block, true);
 }
 
 // While every block is tracked for the leaks instrument, new blocks start zeroed (their

@@ -28,7 +28,6 @@ ALLOC_HIDDEN _Atomic int64_t g_peakLiveBytes;
 ALLOC_HIDDEN TLS int t_inHook;
 ALLOC_HIDDEN TLS int32_t t_ignoringAllocations;
 ALLOC_HIDDEN TLS int32_t t_tid;
-ALLOC_HIDDEN TLS uint64_t t_tidBits;
 
 int32_t CPerfAlloc_gettid(void) { return (int32_t)syscall(SYS_gettid); }
 

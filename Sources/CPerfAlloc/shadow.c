@@ -59,7 +59,7 @@ ALLOC_HIDDEN uint64_t shadowVisitLeaf(uint32_t i, void (*visit)(const Slot *, ui
   if (!leaf) return 0;
   size_t page = (size_t)CPerfSupport_pageRound(1);
   size_t pages = LEAF_BYTES / page;
-  unsigned char resident[LEAF_BYTES / 4096];
+  unsigned char resident[LEAF_BYTES / 4096 + 1];
   if (pages > sizeof(resident) || mincore((void *)leaf, LEAF_BYTES, resident) != 0) {
     // Cannot tell: read every page (the unbacked ones read as the zero page).
     pages = 1;
@@ -92,6 +92,65 @@ ALLOC_HIDDEN void shadowUnmapAll(void) {
   for (uint32_t i = 0; i < n; i++) shadowUnmapLeaf(i);
   atomic_store(&g_leafCount, 0);
   atomic_store(&g_lostLeaves, 0);
+  bigUnmap();
+}
+
+// MARK: - Big blocks
+
+#define BIG_SLOTS 65536  // 256 GiB of blocks of 4 MiB
+
+typedef struct BigEntry {
+  uint64_t address, size;  // address 0: empty
+} BigEntry;
+
+static BigEntry *g_big;
+static CPerfSupport_SpinLock g_bigLock;
+
+static inline uint64_t bigHome(uint64_t address) { return ((address >> 12) * 0x9E3779B97F4A7C15ull) >> 48; }
+
+ALLOC_HIDDEN bool bigPut(uint64_t address, uint64_t size) {
+  bool put = false;
+  CPerfSupport_spinLock(&g_bigLock);
+  if (!g_big) g_big = mapBytes(BIG_SLOTS * sizeof(BigEntry));
+  for (uint64_t i = bigHome(address), probes = 0; g_big && probes < BIG_SLOTS; probes++, i = (i + 1) % BIG_SLOTS) {
+    if (g_big[i].address == 0 || g_big[i].address == address) {
+      g_big[i] = (BigEntry){address, size};
+      put = true;
+      break;
+    }
+  }
+  CPerfSupport_spinUnlock(&g_bigLock);
+  return put;
+}
+
+ALLOC_HIDDEN uint64_t bigSize(uint64_t address, bool remove) {
+  uint64_t size = SIZE_MASK;
+  CPerfSupport_spinLock(&g_bigLock);
+  uint64_t i = bigHome(address);
+  for (uint64_t probes = 0; g_big && g_big[i].address && probes < BIG_SLOTS; probes++, i = (i + 1) % BIG_SLOTS) {
+    if (g_big[i].address != address) continue;
+    size = g_big[i].size;
+    if (!remove) break;
+    // Backward-shift deletion: later entries of the run move into the hole unless their
+    // home lies cyclically in (hole, j].
+    uint64_t hole = i;
+    for (uint64_t j = (i + 1) % BIG_SLOTS; g_big[j].address; j = (j + 1) % BIG_SLOTS) {
+      uint64_t home = bigHome(g_big[j].address);
+      bool stays = (hole <= j) ? (home > hole && home <= j) : (home > hole || home <= j);
+      if (stays) continue;
+      g_big[hole] = g_big[j];
+      hole = j;
+    }
+    g_big[hole].address = 0;
+    break;
+  }
+  CPerfSupport_spinUnlock(&g_bigLock);
+  return size;
+}
+
+ALLOC_HIDDEN void bigUnmap(void) {
+  if (g_big) munmap(g_big, BIG_SLOTS * sizeof(BigEntry));
+  g_big = NULL;
 }
 
 __attribute__((noinline, cold)) ALLOC_HIDDEN bool freedMap(FreedTable *t) {

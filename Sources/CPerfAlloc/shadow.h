@@ -1,4 +1,4 @@
-// The live-block table: one slot per 32-byte granule of the address space, found from the
+// The live-block table: one 8-byte slot per 32-byte granule of the address space, found from the
 // block's address alone (no hashing, no probing, no lock); and the tables of frees by
 // category. Hot operations static inline here, the rest in shadow.c.
 #ifndef CPERFALLOC_SHADOW_H
@@ -26,24 +26,24 @@
 #define MAX_LEAVES    (1u << 20)                     // 4 TiB of heap
 #define BLOCK_ADDRESS ((1ull << ADDRESS_BITS) - 16)  // the bits a tracked block's address may have
 
-// A slot, 16 bytes:
-//   w0: size (40 bits) | generation << 40 (16 bits) | HALF_BIT (the block starts 16 bytes into
-//       the granule) | OBJECT_BIT | PREEXISTING_BIT (allocated before the session, see
-//       CPerfAlloc_preexistingBlocks: in no statistic) | LIVE_BIT; 0 when empty
-//   w1: stackId (32 bits) | tid << 32 (22 bits: pid_max <= 2^22)
+// A slot, one word: size (22 bits; BIG_BIT: the size is in the big blocks' table) | stackId
+// << 22 (21 bits) | generation << 43 (16 bits) | HALF_BIT (the block starts 16 bytes into
+// the granule) | OBJECT_BIT | PREEXISTING_BIT (allocated before the session, see
+// CPerfAlloc_preexistingBlocks: in no statistic) | LIVE_BIT; 0 when empty.
 typedef struct Slot {
-  uint64_t w0, w1;
+  uint64_t w0;
 } Slot;
-_Static_assert(sizeof(Slot) == 16, "a slot is 16 bytes: half a byte per byte of a heap of 32-byte blocks");
+_Static_assert(sizeof(Slot) == 8, "a slot is 8 bytes: a quarter byte per byte of a heap of 32-byte blocks");
 
-#define SIZE_MASK        ((1ull << 40) - 1)
-#define GENERATION_SHIFT 40
-#define HALF_BIT         (1ull << 56)
+#define SIZE_MASK        ((1ull << 22) - 1)
+#define STACK_SHIFT      22
+#define STACK_MASK       ((1ull << 21) - 1)
+#define GENERATION_SHIFT 43
+#define HALF_BIT         (1ull << 59)
+#define BIG_BIT          (1ull << 60)
 #define OBJECT_BIT       (1ull << 61)
 #define PREEXISTING_BIT  (1ull << 62)
 #define LIVE_BIT         (1ull << 63)
-#define TID_SHIFT        32
-#define TID_MASK         ((1ull << 22) - 1)
 #define LEAF_BYTES       (LEAF_SLOTS * sizeof(Slot))
 
 // Leaves by region, mapped at the first session (TOP_ENTRIES pointers, never unmapped, so a
@@ -77,6 +77,27 @@ ALLOC_HIDDEN uint64_t shadowVisitLeaf(uint32_t i, void (*visit)(const Slot *, ui
 // Gives a listed leaf's memory back (the table must be quiesced).
 ALLOC_HIDDEN void shadowUnmapLeaf(uint32_t i);
 ALLOC_HIDDEN void shadowUnmapAll(void);
+
+// MARK: - Big blocks
+//
+// A size that does not fit a slot's 22 bits (4 MiB and more: few blocks, and each a mapping of
+// its own) is kept here by address, under a lock. bigPut: false when the table is full (the
+// slot then keeps the size clamped). bigSize: the block's size, taken out with `remove`.
+ALLOC_HIDDEN bool bigPut(uint64_t address, uint64_t size);
+ALLOC_HIDDEN uint64_t bigSize(uint64_t address, bool remove);
+ALLOC_HIDDEN void bigUnmap(void);
+
+// The size bits of a new block's slot.
+static inline uint64_t sizeBits(uint64_t address, uint64_t size) {
+  if (LIKELY(size < SIZE_MASK)) return size;
+  return bigPut(address, size) ? BIG_BIT : SIZE_MASK;
+}
+
+// A slot's block size (with `remove`, the big blocks' table forgets it).
+static inline uint64_t slotSize(uint64_t address, uint64_t w0, bool remove) {
+  if (LIKELY(!(w0 & BIG_BIT))) return w0 & SIZE_MASK;
+  return bigSize(address, remove);
+}
 
 // MARK: - Frees by category
 

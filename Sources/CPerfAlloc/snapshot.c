@@ -72,7 +72,7 @@ static void listLive(const Slot *slot, uint64_t address, void *context) {
   if (l->count < l->capacity) {
     if (l->pairs) {
       l->pairs[2 * l->count] = address;
-      l->pairs[2 * l->count + 1] = slot->w0 & SIZE_MASK;
+      l->pairs[2 * l->count + 1] = slotSize(address, slot->w0, false);
     }
     if (l->out) blockFromSlot(&l->out[l->count], slot, address);
   }

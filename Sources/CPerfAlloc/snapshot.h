@@ -22,18 +22,18 @@ extern ALLOC_HIDDEN uint64_t g_stackTotalCount;
 extern ALLOC_HIDDEN size_t g_stackTotalsBytes;
 
 // A live slot as a listed block; its metadata read now (the block is live and cannot be
-// freed while the tables are held). Blocks carry no time (timestampNs 0).
+// freed while the tables are held). Blocks carry no thread or time (tid and timestampNs 0).
 static inline void blockFromSlot(CPerfAlloc_Block *b, const Slot *slot, uint64_t address) {
-  uint64_t w0 = slot->w0, w1 = slot->w1;
+  uint64_t w0 = slot->w0;
   b->address = address;
-  b->size = w0 & SIZE_MASK;
-  b->tid = (int32_t)((w1 >> TID_SHIFT) & TID_MASK);
+  b->size = slotSize(address, w0, false);
+  b->tid = 0;
   b->metadata = (w0 & OBJECT_BIT) ? *(const uint64_t *)(uintptr_t)address : 0;
   // 0 while the runtime has not yet stored the metadata.
   b->flags = ((w0 & OBJECT_BIT) && b->metadata ? CPerfAlloc_BlockSwiftObject : 0) |
              ((w0 & PREEXISTING_BIT) ? CPerfAlloc_BlockPreexisting : 0);
   b->generation = (uint32_t)((w0 >> GENERATION_SHIFT) & 0xFFFF);
-  b->stackId = (w0 & PREEXISTING_BIT) ? 0 : (uint32_t)w1;
+  b->stackId = (w0 & PREEXISTING_BIT) ? 0 : (uint32_t)((w0 >> STACK_SHIFT) & STACK_MASK);
   b->timestampNs = 0;
 }
 

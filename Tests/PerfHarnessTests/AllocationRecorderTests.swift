@@ -517,6 +517,35 @@ extension ProcessWideRecording {
       #expect((recording.freed[class128K]?.count ?? 0) >= 5)
     }
 
+    /// A slot keeps sizes under 4 MiB; bigger blocks keep theirs in a table by address, through
+    /// realloc and free, in both modes (types and counts takes them off its frameless path).
+    @Test(arguments: AllocationRecordingMode.allCases)
+    func bigBlocksKeepTheirExactSizes(mode: AllocationRecordingMode) throws {
+      let recorder = try AllocationRecorder.start(mode: mode)
+      let sizes = [4_194_303, 5_000_001, 9_000_003]
+      let kept = sizes.map { malloc($0)! }
+      let grown = realloc(malloc(4_194_310)!, 12_000_005)!
+      let doomed = malloc(6_000_007)!
+      free(doomed)
+      let recording = recorder.stop()
+      for block in kept { free(block) }
+      free(grown)
+
+      let live = Dictionary(recording.liveBlocks.map { ($0.address, $0.size) }, uniquingKeysWith: { a, _ in a })
+      for (block, size) in zip(kept, sizes) {
+        #expect(live[UInt(bitPattern: block)] == size)
+      }
+      #expect(live[UInt(bitPattern: grown)] == 12_000_005)
+      let liveSizes = Set(live.values)
+      #expect(!liveSizes.contains(6_000_007) && !liveSizes.contains(4_194_310))
+      let freedClass = AllocationCategoryKey.malloc(sizeClass: Int(CPerfAlloc_sizeClass(6_000_007)))
+      #expect((recording.freed[freedClass]?.bytes ?? 0) >= 6_000_007)
+      let movedClass = AllocationCategoryKey.malloc(sizeClass: Int(CPerfAlloc_sizeClass(4_194_310)))
+      #expect((recording.freed[movedClass]?.bytes ?? 0) >= 4_194_310)
+      #expect(recording.liveBytesAtEnd >= sizes.reduce(12_000_005, +))
+      #expect(recording.lostBlocks == 0)
+    }
+
     @Test func generationGrowthIsExact() throws {
       let recorder = try AllocationRecorder.start(mode: .fullStacks)
       var first: [AllocProbeGeneration] = (0..<100).map { _ in AllocProbeGeneration() }

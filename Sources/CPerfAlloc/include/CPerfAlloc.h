@@ -82,12 +82,12 @@ typedef struct CPerfAlloc_Block {
   uint64_t address;
   uint64_t size;      // requested bytes
   uint64_t metadata;  // 0 unless flags has CPerfAlloc_BlockSwiftObject
-  /// 0: blocks carry no time (the live-block table keeps 16 bytes a block). The timeline
+  /// 0: blocks carry no time (the live-block table keeps 8 bytes a block). The timeline
   /// and the marks have the times.
   uint64_t timestampNs;
   uint32_t stackId;     // 0: no stack (countsOnly, or the stack table was full)
   uint32_t generation;  // generation counter when allocated (0 before the first mark)
-  int32_t tid;
+  int32_t tid;          // 0: blocks carry no thread (the live-block table keeps 8 bytes a block)
   uint32_t flags;
 } CPerfAlloc_Block;
 
