@@ -39,7 +39,7 @@ public final class TreeNode {
   public init(_ value: Int) { self.value = value }
 }
 
-/// The workload whose blocks outlive a thread's table of young ones: `trees` binary trees of
+/// The workload whose blocks live long (what a cache of young blocks would not hold): `trees` binary trees of
 /// `nodes` class instances each, built breadth first and all kept until the end, with a
 /// dictionary of every hundredth node by value; returns the sum of the values (so nothing is
 /// optimized away). Everything is freed when it returns.

@@ -540,7 +540,7 @@ for (name, target) in [("countsOnly", 1.3), ("fullStacks", 1.6)] {
       measured: ratio, unit: "x", target: "<= \(target)x", meetsTarget: ratio <= target,
       detail: String(
         format:
-          "3 trees of 200 k class instances and a dictionary, all kept to the end (the worst case: blocks outlive the per-thread tables); median of %d rounds' ratios (each run a process of its own); medians %.0f ms vs %.0f ms untracked",
+          "3 trees of 200 k class instances and a dictionary, all kept to the end (blocks that live long: the case a table of young blocks in front of a shared one paid most for); median of %d rounds' ratios (each run a process of its own); medians %.0f ms vs %.0f ms untracked",
         (longLivedTimes[name] ?? []).count, median(longLivedTimes[name] ?? []),
         median(longLivedTimes["plain"] ?? []))))
 }
