@@ -93,6 +93,7 @@
 #define recordAllocCountsAt   cperf_alloc_recordAllocCountsAt
 #define recordAllocWithStack  cperf_alloc_recordAllocWithStack
 #define recordPaused          cperf_alloc_recordPaused
+#define reclaimDeadTables     cperf_alloc_reclaimDeadTables
 #define registerMembarrier    cperf_alloc_registerMembarrier
 #define resetTable            cperf_alloc_resetTable
 #define shadowMapTop          cperf_alloc_shadowMapTop

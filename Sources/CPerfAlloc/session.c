@@ -246,6 +246,7 @@ int32_t CPerfAlloc_markGeneration(CPerfAlloc_Mark *out) {
   atomic_store(&g_generationBits, (uint64_t)(generation > 0xFFFF ? 0xFFFF : generation) << GENERATION_SHIFT);
   // Held, so the tables' sums are exact at the mark.
   tablesHold();
+  reclaimDeadTables();
   int64_t blocks = 0;
   tablesLive(&blocks, NULL);
   int64_t live = sumLiveBytes();

@@ -73,6 +73,17 @@ ALLOC_HIDDEN void tablesRelease(bool reopen) {
   if (reopen) atomic_store(&g_open, 1);
 }
 
+ALLOC_HIDDEN void reclaimDeadTables(void) {
+  int savedErrno = errno;
+  pid_t pid = getpid();
+  uint32_t count = atomic_load(&g_tableCount);
+  for (uint32_t i = 0; i < count; i++) {
+    int32_t owner = atomic_load(&g_tables[i].owner);
+    if (owner && syscall(SYS_tgkill, pid, owner, 0) != 0 && errno == ESRCH) atomic_store(&g_tables[i].owner, 0);
+  }
+  errno = savedErrno;
+}
+
 // membarrier's private expedited command (Linux 4.14) spares every hook a fence;
 // registering for it is the one process-wide effect, once.
 ALLOC_HIDDEN bool registerMembarrier(void) {

@@ -97,6 +97,10 @@ static inline void tableRelease(ThreadTable *t) {
 ALLOC_HIDDEN void tablesHold(void);
 ALLOC_HIDDEN void tablesRelease(bool reopen);
 ALLOC_HIDDEN bool registerMembarrier(void);
+// Hands on the tables of threads that ended without CPerfAlloc_threadEnding (threads the
+// sampler's pthread_create did not start): their counts stay, the next new thread adds to
+// them. Called while held, at marks.
+ALLOC_HIDDEN void reclaimDeadTables(void);
 // Zeroes a table's session counters and tables; with `all`, its preexisting counts too.
 ALLOC_HIDDEN void resetTable(ThreadTable *t, bool all);
 

@@ -114,6 +114,39 @@ extension ProcessWideRecording {
       #expect(recording.lostBlocks == 0)
     }
 
+    /// Threads that end without passing through the sampler's pthread_create (libc's own, as
+    /// a library that looks it up itself gets): their tables are handed on at the next mark.
+    @Test func tablesOfThreadsThatEndUnseenAreHandedOnAtMarks() throws {
+      typealias Create =
+        @convention(c) (
+          UnsafeMutablePointer<pthread_t>?, UnsafePointer<pthread_attr_t>?,
+          @convention(c) (UnsafeMutableRawPointer?) -> UnsafeMutableRawPointer?, UnsafeMutableRawPointer?
+        ) -> Int32
+      let next = UnsafeMutableRawPointer(bitPattern: -1)  // RTLD_NEXT
+      let symbol = try #require(dlsym(next, "pthread_create"))
+      let libcCreate = unsafeBitCast(symbol, to: Create.self)
+      let recorder = try AllocationRecorder.start(mode: .countsOnly)
+      for index in 0..<60 {
+        var thread = pthread_t()
+        let started = libcCreate(
+          &thread, nil,
+          { _ in
+            threadChurnBin.add((0..<5).map { _ in AllocProbeThreadChurn() })
+            return nil
+          }, nil)
+        #expect(started == 0)
+        if started == 0 { pthread_join(thread, nil) }
+        if index % 10 == 9 { recorder.markGeneration(label: "after \(index + 1)") }
+      }
+      let recording = recorder.stop()
+      var stats = CPerfAlloc_Stats()
+      CPerfAlloc_stats(&stats)
+      threadChurnBin.removeAll()
+      #expect(stats.threadTables < 30, "\(stats.threadTables) tables for 60 threads, one alive at a time")
+      let churn = try #require(Self.category(Self.report(recording), AllocProbeThreadChurn.self))
+      #expect(churn.persistentCount == 300)
+    }
+
     @Test func exactPersistentAndTransientCounts() throws {
       let recorder = try AllocationRecorder.start(mode: .countsOnly)
       var a: [AllocProbeA] = []
