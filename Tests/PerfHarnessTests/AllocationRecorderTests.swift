@@ -88,22 +88,26 @@ extension ProcessWideRecording {
       report.category(named: _typeName(type, qualified: true))
     }
 
+    typealias ThreadBody = @convention(c) (UnsafeMutableRawPointer?) -> UnsafeMutableRawPointer?
+
+    /// Starts a thread through `create` that keeps 5 probe objects in threadChurnBin, and
+    /// joins it.
+    static func runChurnThread(_ create: (inout pthread_t, ThreadBody) -> Int32) {
+      var thread = pthread_t()
+      let started = create(&thread) { _ in
+        threadChurnBin.add((0..<5).map { _ in AllocProbeThreadChurn() })
+        return nil
+      }
+      #expect(started == 0)
+      if started == 0 { pthread_join(thread, nil) }
+    }
+
     /// 400 threads one after another (as a server or a test runner makes them): each
-    /// thread's table of young blocks goes to the next thread when it ends, not at the next
-    /// mark (there are 256), and the blocks left in it stay counted.
+    /// thread's table of counts goes to the next thread when it ends, not at the next mark
+    /// (there are 256), and what it counted stays counted.
     @Test func threadsThatEndHandTheirTablesOn() throws {
       let recorder = try AllocationRecorder.start(mode: .countsOnly)
-      for _ in 0..<400 {
-        var thread = pthread_t()
-        let started = pthread_create(
-          &thread, nil,
-          { _ in
-            threadChurnBin.add((0..<5).map { _ in AllocProbeThreadChurn() })
-            return nil
-          }, nil)
-        #expect(started == 0)
-        if started == 0 { pthread_join(thread, nil) }
-      }
+      for _ in 0..<400 { Self.runChurnThread { pthread_create(&$0, nil, $1, nil) } }
       let recording = recorder.stop()
       var stats = CPerfAlloc_Stats()
       CPerfAlloc_stats(&stats)
@@ -119,23 +123,14 @@ extension ProcessWideRecording {
     @Test func tablesOfThreadsThatEndUnseenAreHandedOnAtMarks() throws {
       typealias Create =
         @convention(c) (
-          UnsafeMutablePointer<pthread_t>?, UnsafePointer<pthread_attr_t>?,
-          @convention(c) (UnsafeMutableRawPointer?) -> UnsafeMutableRawPointer?, UnsafeMutableRawPointer?
+          UnsafeMutablePointer<pthread_t>?, UnsafePointer<pthread_attr_t>?, ThreadBody, UnsafeMutableRawPointer?
         ) -> Int32
       let next = UnsafeMutableRawPointer(bitPattern: -1)  // RTLD_NEXT
       let symbol = try #require(dlsym(next, "pthread_create"))
       let libcCreate = unsafeBitCast(symbol, to: Create.self)
       let recorder = try AllocationRecorder.start(mode: .countsOnly)
       for index in 0..<60 {
-        var thread = pthread_t()
-        let started = libcCreate(
-          &thread, nil,
-          { _ in
-            threadChurnBin.add((0..<5).map { _ in AllocProbeThreadChurn() })
-            return nil
-          }, nil)
-        #expect(started == 0)
-        if started == 0 { pthread_join(thread, nil) }
+        Self.runChurnThread { libcCreate(&$0, nil, $1, nil) }
         if index % 10 == 9 { recorder.markGeneration(label: "after \(index + 1)") }
       }
       let recording = recorder.stop()
@@ -324,7 +319,7 @@ extension ProcessWideRecording {
     }
 
     /// pprof's alloc_objects/alloc_space and the total-bytes views: every allocation under
-    /// its stack, freed or kept, on whichever thread and table (nursery or stripe) it went.
+    /// its stack, freed or kept, whichever thread's table counted it.
     @Test func totalsByStackCountEveryAllocation() throws {
       let bin = ProbeBin()
       let recorder = try AllocationRecorder.start(mode: .fullStacks)
@@ -337,7 +332,7 @@ extension ProcessWideRecording {
           var dropped: [AnyObject] = []
           for i in 0..<3000 {
             dropped.append(AllocProbeThreadedDropped())
-            // Beyond a nursery's 1024 slots: some leave it for the stripes before they die.
+            // Thousands of blocks alive at once per thread, some freed in runs.
             if dropped.count == 1500 { dropped.removeAll(keepingCapacity: true) }
             if i % 3 == 0 { kept.append(AllocProbeThreadedKept()) }
           }
@@ -380,8 +375,8 @@ extension ProcessWideRecording {
         }
         return finished
       }
-      // Few enough blocks per thread that most are still its young ones when another
-      // thread frees them; in the second round, marks move them between tables meanwhile.
+      // Blocks freed by threads other than theirs; in the second round, marks hold the
+      // tables meanwhile.
       for round in 0..<2 {
         startThreads { index in
           var objects: [AnyObject] = []
@@ -443,7 +438,7 @@ extension ProcessWideRecording {
 
     /// More threads alive at once than there are per-thread tables: the threads left
     /// without one free blocks that others' tables hold, and each is counted once.
-    @Test func moreThreadsThanNurseriesAreCountedExactly() throws {
+    @Test func moreThreadsThanTablesAreCountedExactly() throws {
       let recorder = try AllocationRecorder.start(mode: .countsOnly)
       let threads = 300
       let handOff = HandOff()
