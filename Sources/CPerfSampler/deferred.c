@@ -153,7 +153,7 @@ SAMPLER_HIDDEN bool drain_deferred(bool extendRules) {
       // The last walk's frames from the rejoin point on, checked on the live stack.
       for (uint32_t i = 0; i < e->suffixCount && n < maxDepth; i++) frames[n++] = suffix[i];
     }
-    bool rejoinFailed = n < 0 && e->suffixCount;
+    bool walkFailed = n < 0;
     if (n < 0) {
       // Frames the rules cannot describe (libunwind would have been used in the
       // handler): keep what was found before the miss.
@@ -164,8 +164,9 @@ SAMPLER_HIDDEN bool drain_deferred(bool extendRules) {
       atomic_fetch_add_explicit(&g_fastSamples, 1, memory_order_relaxed);
     }
     if (mode == UNWINDER_VERIFY) {
-      if (rejoinFailed) {
-        // A counted fallback, not a wrong stack: record libunwind's.
+      if (walkFailed) {
+        // A counted fallback (the walk knew it could not finish), not a wrong stack:
+        // record libunwind's.
         memcpy(frames, check, (size_t)e->checkCount * 8);
         n = (int)e->checkCount;
       } else if ((uint32_t)n != e->checkCount || memcmp(check, frames, (size_t)n * 8) != 0) {

@@ -170,7 +170,11 @@ SAMPLER_HIDDEN int walk(const ucontext_t *uc, uint64_t ip, uint64_t sp, uint64_t
       if (delta == 0) return -1;
       uint64_t nip, nsp, xbp;
       if (!libunwind_step(uc, ip, sp + (uint64_t)delta, bp + (uint64_t)delta, leaf, &nip, &nsp, &xbp)) return -1;
-      if (nip == 0) break;
+      // No end of the stack: a step here starts from the interrupted registers, and a frame
+      // whose CFA lies in another one (ld.so's lazy-binding trampoline realigns through rbx)
+      // reads a wrong word on a frame above the interrupted one. Outermost frames end by
+      // their rule (RULE_END).
+      if (nip == 0) return -1;
       nsp -= (uint64_t)delta;
       if (nsp <= sp || nsp > high) return -1;
       if (xbp >= sp + (uint64_t)delta && xbp < high + (uint64_t)delta) xbp -= (uint64_t)delta;
