@@ -70,3 +70,14 @@ public enum AllocationWorkload: String, CaseIterable, Sendable {
     }
   }
 }
+
+/// Starts a thread that does nothing until the process ends (bench-workload's
+/// BENCH_IDLE_THREAD): in a library module, so its body is not the main actor's.
+public func startIdleThread() {
+  var idle = pthread_t()
+  _ = pthread_create(
+    &idle, nil,
+    { _ in
+      while true { pause() }
+    }, nil)
+}

@@ -3,7 +3,7 @@
 // runs one (churn when none is named) and prints the time it took, measured inside;
 // `keep COUNT` makes COUNT small objects and keeps them until exit (a heap for leak checks).
 // `split SECONDS`: the Time Profiler's accuracy workload for `perf record`, for that much CPU
-// time.
+// time. BENCH_IDLE_THREAD=1 starts an idle thread first (see below).
 import BenchWorkloads
 import Glibc
 
@@ -23,6 +23,10 @@ guard keepCount != nil || workload != nil else {
   _ = message.withCString { write(2, $0, strlen($0)) }
   exit(64)
 }
+// BENCH_IDLE_THREAD=1: one idle thread first, as the preloaded recorder's own threads make.
+// glibc's malloc then runs in its multi-threaded mode (an arena lock wherever the thread cache
+// misses): the bench separates that from what tracking costs.
+if getenv("BENCH_IDLE_THREAD") != nil { startIdleThread() }
 let start = ContinuousClock.now
 if let keepCount { keptUntilExit = (0..<keepCount).map { ChurnNode($0) } } else { workload?.run() }
 let elapsed = (ContinuousClock.now - start).components

@@ -33,6 +33,9 @@ func measureWorkloads(perfharness: String, workload: String, rounds: Int, scratc
           [:]
         ),
       ]
+      // The program alone with one idle thread: what the recorder's threads cost before any
+      // tracking (glibc's malloc in its multi-threaded mode).
+      commands.append(("idleThread", [], workload, ["BENCH_IDLE_THREAD": "1"]))
       if let heaptrack {
         let file = scratch.appendingPathComponent("heaptrack-\(round)").path
         commands.append(("heaptrack", [heaptrack, "--raw", "-o", file], workload, [:]))
@@ -69,8 +72,10 @@ func measureWorkloads(perfharness: String, workload: String, rounds: Int, scratc
           measured: measured, unit: "x", target: String(format: "<= %.1fx, below heaptrack and ASan", target),
           meetsTarget: measured.isNaN ? nil : measured <= target && belowPeers,
           detail: String(
-            format: "%@; median of %d rounds' ratios, untracked median %.0f ms; same binary: %@", kind.summary,
-            ratios[name]?.count ?? 0, plainTimes.isEmpty ? Double.nan : median(plainTimes), peers)))
+            format:
+              "%@; median of %d rounds' ratios, untracked median %.0f ms; the program with one idle thread of its own (glibc's malloc in the multi-threaded mode the recorder's threads put it in): %.2fx; same binary: %@",
+            kind.summary, ratios[name]?.count ?? 0, plainTimes.isEmpty ? Double.nan : median(plainTimes),
+            ratio("idleThread"), peers)))
     }
   }
   return figures
