@@ -102,7 +102,7 @@ static void thread_ends(void *unused) {
   // This hook is where a thread's end is known: the allocation recorder's per-thread table
   // goes to the next thread now (256 of them; a program that starts threads one after
   // another would otherwise run out before the next mark, and every allocation after that
-  // takes a stripe lock).
+  // takes the shared table's lock).
   CPerfAlloc_threadEnding();
 }
 

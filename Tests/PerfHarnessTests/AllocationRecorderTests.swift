@@ -102,20 +102,27 @@ extension ProcessWideRecording {
       if started == 0 { pthread_join(thread, nil) }
     }
 
+    /// Stops the recorder: the thread tables it used, the probe objects the threads left
+    /// alive, and the blocks it lost.
+    static func stopThreadChurn(_ recorder: AllocationRecorder) throws -> (tables: UInt32, kept: Int, lost: Int) {
+      let recording = recorder.stop()
+      var stats = CPerfAlloc_Stats()
+      CPerfAlloc_stats(&stats)
+      threadChurnBin.removeAll()
+      let churn = try #require(Self.category(Self.report(recording), AllocProbeThreadChurn.self))
+      return (stats.threadTables, churn.persistentCount, recording.lostBlocks)
+    }
+
     /// 400 threads one after another (as a server or a test runner makes them): each
     /// thread's table of counts goes to the next thread when it ends, not at the next mark
     /// (there are 256), and what it counted stays counted.
     @Test func threadsThatEndHandTheirTablesOn() throws {
       let recorder = try AllocationRecorder.start(mode: .countsOnly)
       for _ in 0..<400 { Self.runChurnThread { pthread_create(&$0, nil, $1, nil) } }
-      let recording = recorder.stop()
-      var stats = CPerfAlloc_Stats()
-      CPerfAlloc_stats(&stats)
-      threadChurnBin.removeAll()
-      #expect(stats.threadTables < 64, "\(stats.threadTables) tables for at most a few threads alive at once")
-      let churn = try #require(Self.category(Self.report(recording), AllocProbeThreadChurn.self))
-      #expect(churn.persistentCount == 2000)
-      #expect(recording.lostBlocks == 0)
+      let (tables, kept, lost) = try Self.stopThreadChurn(recorder)
+      #expect(tables < 64, "\(tables) tables for at most a few threads alive at once")
+      #expect(kept == 2000)
+      #expect(lost == 0)
     }
 
     /// Threads that end without passing through the sampler's pthread_create (libc's own, as
@@ -133,13 +140,9 @@ extension ProcessWideRecording {
         Self.runChurnThread { libcCreate(&$0, nil, $1, nil) }
         if index % 10 == 9 { recorder.markGeneration(label: "after \(index + 1)") }
       }
-      let recording = recorder.stop()
-      var stats = CPerfAlloc_Stats()
-      CPerfAlloc_stats(&stats)
-      threadChurnBin.removeAll()
-      #expect(stats.threadTables < 30, "\(stats.threadTables) tables for 60 threads, one alive at a time")
-      let churn = try #require(Self.category(Self.report(recording), AllocProbeThreadChurn.self))
-      #expect(churn.persistentCount == 300)
+      let (tables, kept, _) = try Self.stopThreadChurn(recorder)
+      #expect(tables < 30, "\(tables) tables for 60 threads, one alive at a time")
+      #expect(kept == 300)
     }
 
     @Test func exactPersistentAndTransientCounts() throws {
