@@ -90,12 +90,13 @@
 #define leafCreate            cperf_alloc_leafCreate
 #define lookUpObjectSites     cperf_alloc_lookUpObjectSites
 #define lookUpStackBounds     cperf_alloc_lookUpStackBounds
+#define notePeakLiveBytes     cperf_alloc_notePeakLiveBytes
+#define openTables            cperf_alloc_openTables
+#define reclaimDeadTables     cperf_alloc_reclaimDeadTables
 #define recordAllocCountsAt   cperf_alloc_recordAllocCountsAt
 #define recordAllocWithStack  cperf_alloc_recordAllocWithStack
 #define recordPaused          cperf_alloc_recordPaused
-#define reclaimDeadTables     cperf_alloc_reclaimDeadTables
-#define registerMembarrier    cperf_alloc_registerMembarrier
-#define resetTable            cperf_alloc_resetTable
+#define resetTables           cperf_alloc_resetTables
 #define shadowMapTop          cperf_alloc_shadowMapTop
 #define shadowSortLeaves      cperf_alloc_shadowSortLeaves
 #define shadowUnmapAll        cperf_alloc_shadowUnmapAll

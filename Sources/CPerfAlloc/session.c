@@ -35,9 +35,7 @@ int32_t CPerfAlloc_gettid(void) { return (int32_t)syscall(SYS_gettid); }
 
 static void unmapAll(void) {
   shadowUnmapAll();
-  uint32_t tables = atomic_load(&g_tableCount);
-  for (uint32_t i = 0; i < tables; i++) resetTable(&g_tables[i], true);
-  resetTable(&g_overflow, true);
+  resetTables(true);
   if (g_stackSlots) munmap(g_stackSlots, (size_t)STACK_SLOTS * sizeof(StackSlot));
   if (g_stackArena) munmap(g_stackArena, (size_t)STACK_ARENA_FRAMES * sizeof(uint64_t));
   if (g_timeline) munmap(g_timeline, pageRound(g_timelineCapacity * sizeof(CPerfAlloc_TimelinePoint)));
@@ -149,17 +147,11 @@ int32_t CPerfAlloc_start(const CPerfAlloc_Config *config, CPerfAlloc_Error *erro
     // From here on, blocks are the session's: the phase ends while the tables are held, so
     // each block is on one side of it. The preexisting blocks' counts stay.
     tablesHold();
-    uint32_t tables = atomic_load(&g_tableCount);
-    for (uint32_t i = 0; i < tables; i++) resetTable(&g_tables[i], false);
-    resetTable(&g_overflow, false);
+    resetTables(false);
     atomic_store(&g_preexistingPhase, 0);
     tablesRelease(true);
   } else {
-    g_fenceHooks = !registerMembarrier();
-    uint32_t tables = atomic_load(&g_tableCount);
-    for (uint32_t i = 0; i < tables; i++) resetTable(&g_tables[i], true);
-    resetTable(&g_overflow, true);
-    atomic_store(&g_open, 1);
+    openTables();
   }
   atomic_store(&g_countsFast, g_mode == CPerfAlloc_ModeCountsOnly && !g_zeroNewBlocks);
   atomic_store(&g_paused, 0);
@@ -180,11 +172,7 @@ int32_t CPerfAlloc_trackAllBlocks(void) {
     atomic_store(&g_state, STATE_IDLE);
     return CPerfAlloc_ErrorSystem;
   }
-  g_fenceHooks = !registerMembarrier();
-  uint32_t tables = atomic_load(&g_tableCount);
-  for (uint32_t i = 0; i < tables; i++) resetTable(&g_tables[i], true);
-  resetTable(&g_overflow, true);
-  atomic_store(&g_open, 1);
+  openTables();
   atomic_store(&g_preexistingPhase, 1);
   g_zeroNewBlocks = true;
   atomic_store(&g_state, STATE_TRACKING);
@@ -246,11 +234,12 @@ int32_t CPerfAlloc_markGeneration(CPerfAlloc_Mark *out) {
   atomic_store(&g_generationBits, (uint64_t)(generation > 0xFFFF ? 0xFFFF : generation) << GENERATION_SHIFT);
   // Held, so the tables' sums are exact at the mark.
   tablesHold();
-  reclaimDeadTables();
-  int64_t blocks = 0;
-  tablesLive(&blocks, NULL);
-  int64_t live = sumLiveBytes();
+  int64_t blocks = 0, live = 0;
+  tablesLive(&blocks, &live);
   tablesRelease(true);
+  notePeakLiveBytes(live);
+  // Not while held: it needs no hold, and the program's allocations wait during one.
+  reclaimDeadTables();
   CPerfAlloc_Mark mark = {
       .generation = generation,
       .timestampNs = CPerfSupport_monotonicNs(),
@@ -372,7 +361,7 @@ int32_t CPerfAlloc_stop(CPerfAlloc_Error *error) {
   }
   g_freedCount = f;
   g_stackTotalCount = t;
-  (void)sumLiveBytes();  // the peak, including the final state
+  notePeakLiveBytes(liveBytes);  // the peak, including the final state
   int64_t peak = atomic_load(&g_peakLiveBytes);
   st->peakLiveBytes = peak > 0 ? (uint64_t)peak : 0;
   timelineAppend(g_stopNs, (int64_t)st->liveBytes);

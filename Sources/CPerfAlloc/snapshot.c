@@ -91,7 +91,7 @@ static uint64_t copyLiveBlocks(CPerfAlloc_Block *out, uint64_t *pairs, uint64_t 
     for (uint32_t i = 0; i <= count; i++) pre += (i < count ? &g_tables[i] : &g_overflow)->preLive;
     return (uint64_t)live + pre;
   }
-  LiveListing listing = {.out = out, .pairs = pairs, .capacity = (out || pairs) ? capacity : 0};
+  LiveListing listing = {.out = out, .pairs = pairs, .capacity = capacity};
   shadowSortLeaves();
   uint32_t leaves = atomic_load(&g_leafCount);
   for (uint32_t i = 0; i < leaves; i++) shadowVisitLeaf(i, listLive, &listing);

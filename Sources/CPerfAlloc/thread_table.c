@@ -86,17 +86,29 @@ ALLOC_HIDDEN void reclaimDeadTables(void) {
 
 // membarrier's private expedited command (Linux 4.14) spares every hook a fence;
 // registering for it is the one process-wide effect, once.
-ALLOC_HIDDEN bool registerMembarrier(void) {
+static bool registerMembarrier(void) {
   static int registered;  // 0 unknown, 1 yes, -1 no
   if (!registered) registered = syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0 ? 1 : -1;
   return registered > 0;
 }
 
-ALLOC_HIDDEN void resetTable(ThreadTable *t, bool all) {
+static void resetTable(ThreadTable *t, bool all) {
   t->allocations = t->allocatedBytes = t->removed = t->removedBytes = t->frees = t->lost = 0;
   if (all) t->preLive = t->preLiveBytes = 0;
   if (t->freed.slots) munmap(t->freed.slots, FREED_TABLE_BYTES);
   t->freed = (FreedTable){0};
   if (t->byStack.slots) munmap(t->byStack.slots, FREED_TABLE_BYTES);
   t->byStack = (FreedTable){0};
+}
+
+ALLOC_HIDDEN void resetTables(bool all) {
+  uint32_t count = atomic_load(&g_tableCount);
+  for (uint32_t i = 0; i < count; i++) resetTable(&g_tables[i], all);
+  resetTable(&g_overflow, all);
+}
+
+ALLOC_HIDDEN void openTables(void) {
+  g_fenceHooks = !registerMembarrier();
+  resetTables(true);
+  atomic_store(&g_open, 1);
 }

@@ -96,13 +96,14 @@ static inline void tableRelease(ThreadTable *t) {
 // them again if `reopen`.
 ALLOC_HIDDEN void tablesHold(void);
 ALLOC_HIDDEN void tablesRelease(bool reopen);
-ALLOC_HIDDEN bool registerMembarrier(void);
 // Hands on the tables of threads that ended without CPerfAlloc_threadEnding (threads the
 // sampler's pthread_create did not start): their counts stay, the next new thread adds to
-// them. Called while held, at marks.
+// them. At marks, after the hold (a claim takes a table by compare-and-swap).
 ALLOC_HIDDEN void reclaimDeadTables(void);
-// Zeroes a table's session counters and tables; with `all`, its preexisting counts too.
-ALLOC_HIDDEN void resetTable(ThreadTable *t, bool all);
+// Zeroes every table's session counters and tables; with `all`, the preexisting counts too.
+ALLOC_HIDDEN void resetTables(bool all);
+// Zeroes every table and opens them (a session's or the tracking phase's start).
+ALLOC_HIDDEN void openTables(void);
 
 // The session's live blocks and bytes, summed over the tables (racy unless held).
 static inline void tablesLive(int64_t *blocks, int64_t *bytes) {

@@ -51,11 +51,15 @@ ALLOC_HIDDEN void timelineMaybeSample(uint64_t micros) {
 // shared counter on the hot path. It is summed, and the peak updated, whenever the
 // timeline samples (at most once per interval), at marks and at stop, so the peak has
 // the timeline's resolution.
-ALLOC_HIDDEN int64_t sumLiveBytes(void) {
-  int64_t total = 0;
-  tablesLive(NULL, &total);
+ALLOC_HIDDEN void notePeakLiveBytes(int64_t total) {
   int64_t peak = atomic_load_explicit(&g_peakLiveBytes, memory_order_relaxed);
   while (total > peak && !atomic_compare_exchange_weak_explicit(&g_peakLiveBytes, &peak, total, memory_order_relaxed,
                                                                 memory_order_relaxed)) {}
+}
+
+ALLOC_HIDDEN int64_t sumLiveBytes(void) {
+  int64_t total = 0;
+  tablesLive(NULL, &total);
+  notePeakLiveBytes(total);
   return total;
 }

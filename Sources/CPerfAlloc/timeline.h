@@ -40,6 +40,8 @@ ALLOC_HIDDEN void timelineAppend(uint64_t now, int64_t liveBytes);
 ALLOC_HIDDEN void timelineMaybeSample(uint64_t micros);
 // The live heap, summed over the thread tables; updates the peak.
 ALLOC_HIDDEN int64_t sumLiveBytes(void);
+// Raises the peak to `total` live bytes if it is higher.
+ALLOC_HIDDEN void notePeakLiveBytes(int64_t total);
 
 extern ALLOC_HIDDEN CPerfAlloc_Mark g_marks[CPerfAlloc_MaxMarks];
 extern ALLOC_HIDDEN _Atomic uint64_t g_markCount;
