@@ -41,6 +41,7 @@ static _Atomic int g_mainParked;
 static _Atomic int g_done;
 static _Atomic int g_restored;
 static sigset_t g_savedMask;
+static int32_t (*_Atomic g_startReporter)(int32_t sig, int32_t tid);
 
 static int current_tid(void) { return (int)syscall(SYS_gettid); }
 
@@ -79,8 +80,10 @@ static void handler(int sig, siginfo_t *info, void *context) {
       atomic_store(&g_signal, sig);
       atomic_store(&g_signalledTid, tid);
       if (isMain) atomic_store(&g_mainParked, 1);
+      int32_t (*start)(int32_t, int32_t) = atomic_load(&g_startReporter);
+      int waits = !start || atomic_load(&g_reporterTid) != 0 || start(sig, tid) == 0;
       sem_post(&g_wake);
-      wait_until_done(g_handlerWaitMs);
+      if (waits) wait_until_done(g_handlerWaitMs);
     } else if (expected == Signalled) {
       // Another thread's signal is being reported: stay out of the recording's way.
       if (isMain) atomic_store(&g_mainParked, 1);
@@ -166,6 +169,10 @@ int32_t CPerfCrash_parkMainThread(int64_t timeoutMs) {
   struct timespec pause = {0, 1000000};
   while (!atomic_load(&g_mainParked) && now_ms() < deadline) nanosleep(&pause, NULL);
   return atomic_load(&g_mainParked);
+}
+
+void CPerfCrash_setReporterStarter(int32_t (*start)(int32_t sig, int32_t tid)) {
+  atomic_store(&g_startReporter, start);
 }
 
 void CPerfCrash_reportDone(void) { atomic_store(&g_done, 1); }

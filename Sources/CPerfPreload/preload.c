@@ -4,6 +4,14 @@
 // Marks that do not come from the program's own call are made on one thread of ours, the
 // marker, which waits on a pipe: a signal handler may only write a byte, and the periodic
 // mark is the pipe's poll timing out.
+//
+// The marker and the crash reporter start only when they are needed. glibc's malloc runs
+// lock-free until a process's first thread, and takes an arena lock on every refill from
+// then on: an idle thread of ours made allocation-heavy single-threaded programs 1.14x
+// slower (docs/measurements.md). They start at once when glibc is already multi-threaded
+// (the Time Profiler's own threads) or with --mark-every, before the program's first
+// pthread_create otherwise, and else from the signal that needs them: SIGUSR2, SIGINT,
+// SIGTERM, a fatal signal, or _exit.
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -16,10 +24,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <link.h>
 #include <sys/prctl.h>
+#include <sys/single_threaded.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <ucontext.h>
 #include <unistd.h>
+
+#define UNW_LOCAL_ONLY
+#include <libunwind.h>
 
 #include "CPerfCrash.h"
 #include "CPerfPreload.h"
@@ -34,6 +50,8 @@ extern void cperf_preload_mark(const char *label);
 extern void cperf_preload_finish(int endingSignal);
 // The partial report of a process that a fatal signal is ending, from the crash reporter.
 extern void cperf_preload_crashed(int32_t sig, int32_t tid);
+// 1 when the instruments run threads of their own (the Time Profiler's), after settings.
+extern int32_t cperf_preload_runs_threads(void);
 
 // How long a thread that took a fatal signal waits for the partial report.
 enum { CRASH_REPORT_WAIT_MS = 10000 };
@@ -66,6 +84,26 @@ static int g_crashArmed;
 static atomic_int g_endingSignal;
 static double g_markEverySeconds;
 
+typedef int (*Create)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
+// libc's own pthread_create, resolved in the constructor: the helpers may start in a
+// signal handler, which must not call dlsym.
+static Create g_create;
+// This library's code (the malloc hooks, the recorder, these handlers).
+static uintptr_t g_textStart, g_textEnd;
+
+enum { HELPERS_NONE, HELPERS_STARTING, HELPERS_RUNNING, HELPERS_CLOSED };
+static atomic_int g_helpers;
+// Which of them startHelpers (or armCrashReporter) started; read after g_helpers.
+static bool g_markerStarted;
+static bool g_reporterStarted;
+// A signal that found its thread inside malloc or the recorder tries again from a
+// one-shot timer (a kernel timer id; -1: none yet).
+enum { RETRY_TAG = 0x70686172, RETRY_NS = 1000000 };
+static int g_retryTimer = -1;
+static atomic_int g_retryArmed;
+// The signals installIfDefault took over.
+static sigset_t g_ours;
+
 static void wake(char byte) {
   int saved = errno;
   // A full pipe already holds a wake-up.
@@ -74,26 +112,63 @@ static void wake(char byte) {
   errno = saved;
 }
 
-static void onMarkSignal(int sig) {
-  (void)sig;
-  wake(MARK_SIGNAL);
+static bool startHelpers(void);
+static bool startHelpersFromSignal(void);
+
+// A start the signal's thread could not make tries again in RETRY_NS, from a timer that
+// sends the same signal, tagged.
+static void retryLater(int sig) {
+  if (atomic_exchange(&g_retryArmed, 1)) return;
+  if (g_retryTimer < 0) {
+    struct sigevent event;
+    memset(&event, 0, sizeof event);
+    event.sigev_notify = SIGEV_SIGNAL;
+    event.sigev_signo = sig;
+    event.sigev_value.sival_int = RETRY_TAG;
+    int id = -1;
+    // The system call itself: glibc's timer_create is not async-signal-safe.
+    if (syscall(SYS_timer_create, CLOCK_MONOTONIC, &event, &id) != 0) {
+      atomic_store(&g_retryArmed, 0);
+      return;
+    }
+    g_retryTimer = id;
+  }
+  struct itimerspec once = {.it_value = {0, RETRY_NS}};
+  if (syscall(SYS_timer_settime, g_retryTimer, 0, &once, NULL) != 0) atomic_store(&g_retryArmed, 0);
 }
 
-// A program stopped with Ctrl-C or kill would die without running its destructors, and
-// its recording with it: ended through exit() instead, on the marker thread.
-static void onEndSignal(int sig) { wake((char)sig); }
+// SIGUSR2 marks a generation. A program stopped with Ctrl-C or kill would die without
+// running its destructors, and its recording with it: SIGINT and SIGTERM end it through
+// exit() instead, on the marker thread.
+static void onSignal(int sig, siginfo_t *info, void *context) {
+  (void)context;
+  int saved = errno;
+  if (info->si_code == SI_TIMER && info->si_value.sival_int == RETRY_TAG) {
+    atomic_store(&g_retryArmed, 0);
+  } else {
+    wake(sig == SIGUSR2 ? MARK_SIGNAL : (char)sig);
+  }
+  if (!startHelpersFromSignal()) {
+    retryLater(sig);
+  } else if (sig != SIGUSR2 && atomic_load(&g_helpers) == HELPERS_RUNNING && !g_markerStarted) {
+    // No marker to end the program: the signal ends it as it would have (startHelpers
+    // put the default action back), once this handler returns.
+    syscall(SYS_tgkill, getpid(), (pid_t)syscall(SYS_gettid), sig);
+  }
+  errno = saved;
+}
 
-// Installs `handler` for `sig` only where the program left the default action: a program
-// that handles or ignores the signal keeps it.
-static void installIfDefault(int sig, void (*handler)(int)) {
+// Installs our handler for `sig` only where the program left the default action: a
+// program that handles or ignores the signal keeps it.
+static void installIfDefault(int sig) {
   struct sigaction current;
   if (sigaction(sig, NULL, &current) != 0 || current.sa_handler != SIG_DFL || (current.sa_flags & SA_SIGINFO)) return;
   struct sigaction ours;
   memset(&ours, 0, sizeof ours);
-  ours.sa_handler = handler;
-  ours.sa_flags = SA_RESTART;
+  ours.sa_sigaction = onSignal;
+  ours.sa_flags = SA_RESTART | SA_SIGINFO;
   sigemptyset(&ours.sa_mask);
-  sigaction(sig, &ours, NULL);
+  if (sigaction(sig, &ours, NULL) == 0) sigaddset(&g_ours, sig);
 }
 
 static void writeReport(int endingSignal);
@@ -136,22 +211,25 @@ static void *markerMain(void *unused) {
 }
 
 // A forked child without exec holds a copy of the parent's recording, which is not its
-// own: it writes no report. One that execs loads the recorder afresh.
-static void forkedChild(void) { atomic_store(&g_recording, 0); }
-
-typedef int (*Create)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
+// own: it writes no report, and its signals act as they would have (its marks and ends
+// would otherwise go down the parent's pipe). One that execs loads the recorder afresh.
+static void forkedChild(void) {
+  atomic_store(&g_recording, 0);
+  for (int sig = 1; sig < NSIG; sig++) {
+    if (sigismember(&g_ours, sig) == 1) signal(sig, SIG_DFL);
+  }
+}
 
 // Starts one of the harness's threads: through libc's own pthread_create (not the
 // sampler's interposer, which would arm it at birth), with every signal blocked (no
 // process-directed signal of the program's lands on it), and known to the sampler, as
 // ignored, before the recording starts. Its first act stores its tid in *tid.
 static int startHarnessThread(pthread_t *thread, void *(*body)(void *), atomic_int *tid) {
-  Create create = (Create)dlsym(RTLD_NEXT, "pthread_create");
-  if (!create) return -1;
+  if (!g_create) return -1;
   sigset_t all, saved;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &saved);
-  int rc = create(thread, NULL, body, NULL);
+  int rc = g_create(thread, NULL, body, NULL);
   pthread_sigmask(SIG_SETMASK, &saved, NULL);
   if (rc != 0) return -1;
   while (atomic_load(tid) == 0) sched_yield();
@@ -160,6 +238,7 @@ static int startHarnessThread(pthread_t *thread, void *(*body)(void *), atomic_i
 }
 
 static void stopMarker(void) {
+  if (!g_markerStarted) return;
   atomic_store(&g_stopping, 1);
   wake(STOP);
   pthread_join(g_marker, NULL);
@@ -176,25 +255,169 @@ static void *reporterMain(void *unused) {
   return NULL;
 }
 
+static void say(const char *message) {
+  ssize_t ignored = write(STDERR_FILENO, message, strlen(message));
+  (void)ignored;
+}
+
+// Starts the marker and, when armed, the crash reporter, once. Returns false when this
+// call found them closed (the report is being written) or could not start the marker.
+static bool startHelpers(void) {
+  int state = HELPERS_NONE;
+  if (!atomic_compare_exchange_strong(&g_helpers, &state, HELPERS_STARTING)) return state != HELPERS_CLOSED;
+  g_markerStarted = startHarnessThread(&g_marker, markerMain, &g_markerTid) == 0;
+  if (!g_markerStarted) {
+    say("perfharness: cannot start the recorder's marker thread: no marks from SIGUSR2 or --mark-every, and SIGINT, "
+        "SIGTERM and _exit end the program without its report\n");
+    // The program's signals end it as they would have.
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+  }
+  if (g_crashArmed) g_reporterStarted = startHarnessThread(&g_reporter, reporterMain, &g_reporterTid) == 0;
+  atomic_store(&g_helpers, HELPERS_RUNNING);
+  return g_markerStarted;
+}
+
+// After this no helper starts; a start under way on another thread is waited out.
+static void closeHelpers(void) {
+  for (;;) {
+    int state = atomic_load(&g_helpers);
+    if (state == HELPERS_STARTING) {
+      sched_yield();
+      continue;
+    }
+    if (state != HELPERS_NONE || atomic_compare_exchange_strong(&g_helpers, &state, HELPERS_CLOSED)) return;
+  }
+}
+
+// Whether the calling thread's stack, past the frames of this library it runs now (a
+// handler's, _exit's) and the signal frame, goes through this library again: it was
+// interrupted inside malloc (every allocation of the process passes the hooks here) or
+// inside the recorder. A thread start allocates (pthread_create's TLS), and glibc's malloc
+// of a single-threaded process takes no lock, so it would run inside the interrupted
+// malloc. Where libunwind cannot step further the stack counts as outside: only the
+// program's own code lacks unwind information, never glibc's or ours. libunwind's local
+// steps are async-signal-safe; the sampler's handler takes them too.
+static bool interruptedInsideUs(void) {
+  unw_context_t context;
+  unw_cursor_t cursor;
+  if (unw_getcontext(&context) != 0 || unw_init_local(&cursor, &context) != 0) return false;
+  bool ownTop = true;
+  for (int depth = 0; depth < 4096; depth++) {
+    unw_word_t ip = 0;
+    if (unw_get_reg(&cursor, UNW_REG_IP, &ip) < 0) return false;
+    bool ours = ip >= g_textStart && ip < g_textEnd;
+    if (ours && !ownTop) return true;
+    if (!ours) ownTop = false;
+    if (unw_step(&cursor) <= 0) return false;
+  }
+  return false;
+}
+
+// In a handler or _exit: whether the helpers run (or are starting) after this call. False
+// when the calling thread stands inside malloc or the recorder (start them later).
+static bool startHelpersFromSignal(void) {
+  if (atomic_load(&g_helpers) != HELPERS_NONE) return true;
+  if (interruptedInsideUs()) return false;
+  startHelpers();
+  return true;
+}
+
+// Before the program's first thread of its own (the sampler's pthread_create interposer).
+static void beforeProgramThread(void) {
+  if (atomic_load(&g_helpers) == HELPERS_NONE) startHelpers();
+}
+
+// Before the program has a thread, the partial report comes from a copy of the process: a
+// fork without atfork handlers, made in the handler. The signalled thread may stand inside
+// malloc, and a thread started here would allocate there; the copy takes that state with
+// it, and if it cannot finish (a lock the crash left held) only the copy waits, for at
+// most CRASH_REPORT_WAIT_MS, and is killed.
+static int32_t g_copySignal, g_copyTid;
+
+static void reportInCopy(void) { cperf_preload_crashed(g_copySignal, g_copyTid); }
+
+static int32_t reportFromCopy(int32_t sig, int32_t tid) {
+  g_copySignal = sig;
+  g_copyTid = tid;
+  // No exit signal: the program's SIGCHLD handler never hears of the copy.
+  long child = syscall(SYS_clone, 0L, NULL, NULL, NULL, NULL);
+  if (child < 0) return -1;
+  if (child == 0) {
+    // On a stack of its own: the handler may run on the alternate signal stack, tens of
+    // kilobytes, which building the report overran.
+    enum { COPY_STACK_BYTES = 8 << 20 };
+    void *stack = mmap(NULL, COPY_STACK_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ucontext_t here, report;
+    if (stack != MAP_FAILED && getcontext(&report) == 0) {
+      report.uc_stack.ss_sp = stack;
+      report.uc_stack.ss_size = COPY_STACK_BYTES;
+      report.uc_link = &here;
+      makecontext(&report, reportInCopy, 0);
+      swapcontext(&here, &report);
+    }
+    syscall(SYS_exit_group, 0);
+  }
+  struct timespec pause = {0, 1000000};
+  for (int waited = 0; waited < CRASH_REPORT_WAIT_MS; waited++) {
+    int status;
+    long reaped = waitpid((pid_t)child, &status, __WCLONE | WNOHANG);
+    if (reaped == child || (reaped < 0 && errno != EINTR)) return 1;
+    nanosleep(&pause, NULL);
+  }
+  say("perfharness: the crashed program's partial report did not finish in time\n");
+  kill((pid_t)child, SIGKILL);
+  waitpid((pid_t)child, NULL, __WCLONE);
+  return 1;
+}
+
+// CPerfCrash's handler, on the thread a fatal signal stopped, when no reporter waits yet.
+static int32_t startReporterAfterCrash(int32_t sig, int32_t tid) {
+  int state = atomic_load(&g_helpers);
+  if (state == HELPERS_STARTING) return 0;
+  if (state == HELPERS_RUNNING) return g_reporterStarted ? 0 : -1;
+  if (state == HELPERS_CLOSED) return -1;
+  return reportFromCopy(sig, tid);
+}
+
 // A fatal signal (SIGSEGV, SIGBUS, SIGILL, SIGTRAP, SIGFPE, SIGABRT) parks the thread that
 // took it until the reporter has written the partial report; the signal then goes on to
 // its previous owner (the Swift runtime's backtracer, or the default action).
 static void armCrashReporter(void) {
   if (CPerfCrash_arm(0, CRASH_REPORT_WAIT_MS, 0) != 0) return;
-  if (startHarnessThread(&g_reporter, reporterMain, &g_reporterTid) != 0) {
-    CPerfCrash_disarm();
-    CPerfCrash_release();
-    return;
-  }
+  CPerfCrash_setReporterStarter(startReporterAfterCrash);
   g_crashArmed = 1;
+  // Started early (before the instruments, whose start the arming follows): the reporter too.
+  if (atomic_load(&g_helpers) == HELPERS_RUNNING) {
+    g_reporterStarted = startHarnessThread(&g_reporter, reporterMain, &g_reporterTid) == 0;
+  }
 }
 
 static void disarmCrashReporter(void) {
   if (!g_crashArmed) return;
   g_crashArmed = 0;
   int signalled = CPerfCrash_disarm();
-  pthread_join(g_reporter, NULL);
+  if (g_reporterStarted) pthread_join(g_reporter, NULL);
   if (!signalled) CPerfCrash_release();
+}
+
+// This library's executable segment, from the program headers of the object holding this
+// function.
+static int findOwnText(struct dl_phdr_info *info, size_t size, void *unused) {
+  (void)size;
+  (void)unused;
+  uintptr_t self = (uintptr_t)&findOwnText;
+  for (int i = 0; i < info->dlpi_phnum; i++) {
+    const ElfW(Phdr) *header = &info->dlpi_phdr[i];
+    if (header->p_type != PT_LOAD || !(header->p_flags & PF_X)) continue;
+    uintptr_t start = info->dlpi_addr + header->p_vaddr;
+    if (self >= start && self < start + header->p_memsz) {
+      g_textStart = start;
+      g_textEnd = start + header->p_memsz;
+      return 1;
+    }
+  }
+  return 0;
 }
 
 __attribute__((constructor)) static void startRecording(void) {
@@ -202,27 +425,37 @@ __attribute__((constructor)) static void startRecording(void) {
   double markEvery = cperf_preload_settings();
   if (markEvery < 0) return;
   g_markEverySeconds = markEvery;
+  g_create = (Create)dlsym(RTLD_NEXT, "pthread_create");
+  dl_iterate_phdr(findOwnText, NULL);
   // Non-blocking: a handler never waits on a full pipe, and the marker blocks in poll.
-  if (pipe2(g_pipe, O_CLOEXEC | O_NONBLOCK) != 0 || startHarnessThread(&g_marker, markerMain, &g_markerTid) != 0) {
-    fprintf(stderr, "perfharness: cannot start the recorder's marker thread: %s\n", strerror(errno));
+  if (pipe2(g_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
+    fprintf(stderr, "perfharness: cannot make the recorder's mark pipe: %s\n", strerror(errno));
     return;
   }
   clock_gettime(CLOCK_MONOTONIC, &g_start);
   g_pid = getpid();
+  // Threads from the start where the process will have one anyway (the helpers are then
+  // known to the sampler before it looks for threads), or where this library's code could
+  // not be told from the program's.
+  bool eager = markEvery > 0 || cperf_preload_runs_threads() || !__libc_single_threaded || g_textEnd == 0;
+  if (eager && !startHelpers()) return;
   if (cperf_preload_start() != 0) {
+    closeHelpers();
     stopMarker();
     return;
   }
   atomic_store(&g_recording, 1);
   armCrashReporter();
+  if (!eager) CPerfSampler_setThreadCreationHook(beforeProgramThread);
   pthread_atfork(NULL, NULL, forkedChild);
-  installIfDefault(SIGUSR2, onMarkSignal);
-  installIfDefault(SIGINT, onEndSignal);
-  installIfDefault(SIGTERM, onEndSignal);
+  installIfDefault(SIGUSR2);
+  installIfDefault(SIGINT);
+  installIfDefault(SIGTERM);
 }
 
 // Stops the marker (unless this is it) and the crash reporter, then writes the report.
 static void writeReport(int endingSignal) {
+  closeHelpers();
   if (!pthread_equal(pthread_self(), g_marker)) stopMarker();
   disarmCrashReporter();
   cperf_preload_finish(endingSignal);
@@ -241,10 +474,18 @@ __attribute__((destructor)) static void finishRecording(void) {
 // not this symbol, after the destructor has run.
 void _exit(int status) {
   if (atomic_load(&g_recording) && getpid() == g_pid && !pthread_equal(pthread_self(), g_marker)) {
-    wake(FINISH);
-    struct timespec pause = {0, 1000000};
-    for (int waited = 0; waited < EXIT_REPORT_WAIT_MS && !atomic_load(&g_finished); waited++) {
-      nanosleep(&pause, NULL);
+    bool started = startHelpersFromSignal();
+    // Started on another thread: not on this one, which stands outside the recorder.
+    while (atomic_load(&g_helpers) == HELPERS_STARTING) sched_yield();
+    if (!started) {
+      say("perfharness: _exit was called inside malloc or the recorder (from a signal handler) before the program had "
+          "a thread of its own: no report\n");
+    } else if (atomic_load(&g_helpers) == HELPERS_RUNNING && g_markerStarted) {
+      wake(FINISH);
+      struct timespec pause = {0, 1000000};
+      for (int waited = 0; waited < EXIT_REPORT_WAIT_MS && !atomic_load(&g_finished); waited++) {
+        nanosleep(&pause, NULL);
+      }
     }
   }
   syscall(SYS_exit_group, status);

@@ -123,9 +123,15 @@ static void *trampoline(void *argument) {
   return start(startArgument);
 }
 
+static _Atomic(void (*)(void)) g_creationHook;
+
+void CPerfSampler_setThreadCreationHook(void (*hook)(void)) { atomic_store(&g_creationHook, hook); }
+
 int pthread_create(pthread_t *thread, const pthread_attr_t *attributes, void *(*start)(void *), void *argument) {
   CreateFunction create = real_create();
   if (!create) return EAGAIN;
+  void (*hook)(void) = atomic_load_explicit(&g_creationHook, memory_order_acquire);
+  if (hook) hook();
   pthread_once(&g_endKeyOnce, make_end_key);
   for (int tries = 0; tries < START_SLOTS; tries++) {
     StartSlot *slot = &g_startSlots[atomic_fetch_add_explicit(&g_nextSlot, 1, memory_order_relaxed) % START_SLOTS];
@@ -152,4 +158,7 @@ int sampler_create_unwatched(pthread_t *thread, void *(*start)(void *), void *ar
 int sampler_create_unwatched(pthread_t *thread, void *(*start)(void *), void *argument) {
   return pthread_create(thread, NULL, start, argument);
 }
+
+// Without the interposer no thread creation is seen.
+void CPerfSampler_setThreadCreationHook(void (*hook)(void)) { (void)hook; }
 #endif

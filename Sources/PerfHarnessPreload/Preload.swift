@@ -12,6 +12,9 @@ import PerfReports
 nonisolated(unsafe) private var recording: ProgramRecording?
 nonisolated(unsafe) private var settings: ProgramRecording.Settings?
 nonisolated(unsafe) private var markCount = 0
+/// The recorded process: a crash's partial report may be written by a copy of it (a fork
+/// made in the crash handler), which reports as the process it copies.
+nonisolated(unsafe) private var recordedPid = getpid()
 
 /// Reads the settings file the harness named.
 /// - Returns: the mark period in seconds (0: none), or -1 when this process is not
@@ -19,6 +22,7 @@ nonisolated(unsafe) private var markCount = 0
 @_cdecl("cperf_preload_settings")
 public func preloadSettings() -> Double {
   guard let path = getenv(ProgramRecording.settingsEnvironmentKey).map({ String(cString: $0) }) else { return -1 }
+  recordedPid = getpid()
   let loaded: ProgramRecording.Settings
   do {
     loaded = try JSONDecoder().decode(
@@ -29,6 +33,14 @@ public func preloadSettings() -> Double {
   }
   settings = loaded
   return loaded.markEverySeconds ?? 0
+}
+
+/// Whether the instruments the settings name run threads of their own (the Time
+/// Profiler's discovery and clock): then the recorder's own threads cost the program nothing
+/// more, and start with them.
+@_cdecl("cperf_preload_runs_threads")
+public func preloadRunsThreads() -> Int32 {
+  settings?.configuration.instruments.contains(.time) == true ? 1 : 0
 }
 
 /// Starts the instruments as the settings say.
@@ -72,7 +84,7 @@ public func preloadFinish(_ endingSignal: Int32) {
 @_cdecl("cperf_preload_crashed")
 public func preloadCrashed(_ signal: Int32, _ thread: Int32) {
   guard let recording, let settings else { return }
-  let whose = thread == getpid() ? "the main thread" : "thread \(thread)"
+  let whose = thread == recordedPid ? "the main thread" : "thread \(thread)"
   let name = String(cString: strsignal(signal))
   guard
     let report = recording.finishAfterCrash(
@@ -87,11 +99,11 @@ public func preloadCrashed(_ signal: Int32, _ thread: Int32) {
 
 private func thisProgram() -> ProgramInfo {
   let executable = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? "unknown"
-  return ProgramInfo(executable: executable, arguments: Array(CommandLine.arguments.dropFirst()), pid: Int(getpid()))
+  return ProgramInfo(executable: executable, arguments: Array(CommandLine.arguments.dropFirst()), pid: Int(recordedPid))
 }
 
 private func write(_ report: Report, to directory: String) {
-  let result = URL(fileURLWithPath: directory).appendingPathComponent("\(getpid()).json")
+  let result = URL(fileURLWithPath: directory).appendingPathComponent("\(recordedPid).json")
   do {
     try ReportJSON.encode(report, pretty: false).write(to: result, options: .atomic)
   } catch {
@@ -104,6 +116,6 @@ private func write(_ report: Report, to directory: String) {
 private func complain(_ reason: String, in directory: String?) {
   FileHandle.standardError.write(Data("perfharness: \(reason)\n".utf8))
   guard let directory else { return }
-  let file = URL(fileURLWithPath: directory).appendingPathComponent("\(getpid()).failure")
+  let file = URL(fileURLWithPath: directory).appendingPathComponent("\(recordedPid).failure")
   try? Data(reason.utf8).write(to: file)
 }

@@ -33,8 +33,9 @@ func measureWorkloads(perfharness: String, workload: String, rounds: Int, scratc
           [:]
         ),
       ]
-      // The program alone with one idle thread: what the recorder's threads cost before any
-      // tracking (glibc's malloc in its multi-threaded mode).
+      // The program alone with one idle thread: what any thread costs it before any tracking
+      // (glibc's malloc in its multi-threaded mode), as the recorder's would with
+      // --mark-every or the Time Profiler.
       commands.append(("idleThread", [], workload, ["BENCH_IDLE_THREAD": "1"]))
       if let heaptrack {
         let file = scratch.appendingPathComponent("heaptrack-\(round)").path
@@ -73,7 +74,7 @@ func measureWorkloads(perfharness: String, workload: String, rounds: Int, scratc
           meetsTarget: measured.isNaN ? nil : measured <= target && belowPeers,
           detail: String(
             format:
-              "%@; median of %d rounds' ratios, untracked median %.0f ms; the program with one idle thread of its own (glibc's malloc in the multi-threaded mode the recorder's threads put it in): %.2fx; same binary: %@",
+              "%@; median of %d rounds' ratios, untracked median %.0f ms; the program with one idle thread of its own (glibc's malloc in its multi-threaded mode, as --mark-every's or the Time Profiler's threads put it): %.2fx; same binary: %@",
             kind.summary, ratios[name]?.count ?? 0, plainTimes.isEmpty ? Double.nan : median(plainTimes),
             ratio("idleThread"), peers)))
     }

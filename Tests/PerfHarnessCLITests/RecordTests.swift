@@ -145,6 +145,73 @@ struct RecordTests {
     #expect(cycles?.count == 1)
   }
 
+  /// glibc's malloc runs lock-free until a process's first thread: the allocation
+  /// instruments start none of theirs while the program has none of its own.
+  @Test("Allocations and leaks leave a single-threaded program single-threaded; --mark-every starts the marker")
+  func singleThreaded() throws {
+    let directory = try temporaryDirectory()
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let quiet = try perfharness.run([
+      "record", "--output", directory.path, "--instruments", "allocations,leaks", "--", cProgram.url.path,
+    ])
+    #expect(quiet.status == 0, "\(quiet.standardError)")
+    #expect(quiet.standardOutput.contains("single-threaded: 1"), "\(quiet.standardOutput)")
+    #expect((try report(directory, "record-target-c")["leaks"] as? [String: Any])?["leakedCount"] as? Int == 7)
+    let marked = try perfharness.run([
+      "record", "--output", directory.path, "--instruments", "allocations,leaks", "--mark-every", "10", "--",
+      cProgram.url.path,
+    ])
+    #expect(marked.status == 0, "\(marked.standardError)")
+    #expect(marked.standardOutput.contains("single-threaded: 0"), "\(marked.standardOutput)")
+  }
+
+  /// The program is inside malloc most of the time: the marker starts from the signal, or
+  /// from its retry once the thread is out of malloc, and no mark is lost or doubled.
+  @Test("SIGUSR2 to a single-threaded program inside malloc: every signal one mark, before its own marks")
+  func marksInsideMalloc() throws {
+    let directory = try temporaryDirectory()
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let running = try perfharness.start([
+      "record", "--output", directory.path, "--instruments", "allocations", "--no-allocation-stacks", "--",
+      cProgram.url.path, "--churn", "3",
+    ])
+    #expect(running.waitForStandardError(containing: "ready, pid"), "\(running.standardErrorSoFar)")
+    let line = running.standardErrorSoFar.split(separator: "\n").first { $0.contains("ready, pid") } ?? ""
+    let pid = try #require(Int32(line.split(separator: " ").last ?? ""))
+    for _ in 0..<5 {
+      usleep(150_000)
+      kill(pid, SIGUSR2)
+    }
+    let result = try running.wait()
+    #expect(result.status == 0, "\(result.standardError)")
+    let labels = (try report(directory, "record-target-c")["marks"] as? [[String: Any]])?.compactMap {
+      $0["label"] as? String
+    }
+    #expect(labels == Array(repeating: "SIGUSR2", count: 5) + ["first", "second", "third"], "\(labels ?? [])")
+  }
+
+  @Test("Before the program has a thread: a double free's partial report, and _exit's whole one")
+  func crashAndExitWithoutThreads() throws {
+    let directory = try temporaryDirectory()
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let crashed = try perfharness.run([
+      "record", "--output", directory.path, "--instruments", "allocations", "--", cProgram.url.path, "--double-free",
+    ])
+    #expect(crashed.status == 3, "\(crashed.standardError)")
+    let crash = try report(directory, "record-target-c")
+    #expect((crash["crash"] as? [String: Any])?["signal"] as? String == "SIGABRT", "\(crash["crash"] ?? "none")")
+    #expect((crash["error"] as? String)?.contains("recorded until signal 6") == true, "\(crash["error"] ?? "")")
+    #expect((crash["marks"] as? [[String: Any]])?.count == 3)
+    let exited = try perfharness.run([
+      "record", "--output", directory.path, "--instruments", "allocations,leaks", "--", cProgram.url.path,
+      "--underscore-exit",
+    ])
+    #expect(exited.status == 0, "\(exited.standardError)")
+    let whole = try report(directory, "record-target-c")
+    #expect(whole["status"] as? String == "passed")
+    #expect((whole["leaks"] as? [String: Any])?["leakedCount"] as? Int == 7)
+  }
+
   @Test("--timeout stops the program with SIGTERM: exit 3, timed out, what it recorded until then")
   func timeout() throws {
     let directory = try temporaryDirectory()

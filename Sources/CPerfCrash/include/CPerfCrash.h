@@ -33,6 +33,14 @@ int32_t CPerfCrash_arm(int32_t stopSignal, int64_t handlerWaitMs, int32_t interr
 /// itself is not waited for.
 int32_t CPerfCrash_waitForSignal(int32_t *tid);
 
+/// For a reporter started only when needed (the preloaded recorder's, while the program
+/// has no thread of its own): the handler calls `start` with the signal and the signalled
+/// thread before it waits, unless a reporter is waiting already. `start` returns 0 when a
+/// reporter thread is (or is being) started, 1 when it wrote the report itself, -1 when
+/// there is none; the handler waits only on 0. NULL: the reporter is always started before
+/// the signal.
+void CPerfCrash_setReporterStarter(int32_t (*start)(int32_t sig, int32_t tid));
+
 /// For the reporter: stops the main thread in the handler (it sends `stopSignal` to it
 /// unless the main thread took the signal itself) and waits at most `timeoutMs` for it.
 /// Returns 1 when the main thread is parked.

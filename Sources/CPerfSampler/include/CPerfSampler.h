@@ -140,6 +140,11 @@ void CPerfSampler_setMuted(int32_t muted);
 int32_t CPerfSampler_ignoreThread(int32_t tid);
 void CPerfSampler_unignoreThread(int32_t tid);
 
+/// Called on the creating thread before every thread the pthread_create interposer starts
+/// (NULL: none): the preloaded recorder starts its own threads when the program starts its
+/// first, since glibc's malloc is in its multi-threaded mode from then on anyway.
+void CPerfSampler_setThreadCreationHook(void (*hook)(void));
+
 /// Valid only between stop and release.
 void CPerfSampler_stats(CPerfSampler_Stats *stats);
 const uint8_t *CPerfSampler_arena(void);

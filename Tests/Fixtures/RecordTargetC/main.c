@@ -1,10 +1,17 @@
 // An ordinary C program for `perfharness record`'s tests: it keeps a growing list, leaks
 // blocks it loses the pointer to, marks generations through the optional perfharness_mark
 // (declared weak: without the harness it is never called), and spends its CPU in one
-// function.
+// function. It says on stdout whether glibc still ran it single-threaded at the end.
+//   record-target-c [--churn SECONDS] [--double-free | --underscore-exit]
+// --churn: first allocates and frees for SECONDS, inside malloc most of the time (its pid on
+//   stderr before); --double-free: ends freeing a block twice (glibc aborts inside free);
+//   --underscore-exit: ends with _exit(0), past the exit handlers.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/single_threaded.h>
+#include <time.h>
+#include <unistd.h>
 
 extern void perfharness_mark(const char *label) __attribute__((weak));
 
@@ -43,12 +50,49 @@ __attribute__((noinline)) static unsigned long spin(unsigned long rounds) {
   return x;
 }
 
-int main(void) {
+__attribute__((noinline)) static void churn(double seconds) {
+  void *slots[64] = {0};
+  struct timespec start, now;
+  clock_gettime(CLOCK_MONOTONIC, &start);
+  for (unsigned long i = 0;; i++) {
+    if ((i & 1023) == 0) {
+      clock_gettime(CLOCK_MONOTONIC, &now);
+      if ((double)(now.tv_sec - start.tv_sec) + (double)(now.tv_nsec - start.tv_nsec) / 1e9 > seconds) break;
+    }
+    free(slots[i & 63]);
+    slots[i & 63] = malloc(16 + i % 200);
+  }
+  for (int i = 0; i < 64; i++) free(slots[i]);
+}
+
+int main(int argc, char **argv) {
+  int doubleFree = 0, underscoreExit = 0;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--churn") && i + 1 < argc) {
+      fprintf(stderr, "record-target-c ready, pid %d\n", (int)getpid());
+      churn(atof(argv[++i]));
+    } else if (!strcmp(argv[i], "--double-free")) {
+      doubleFree = 1;
+    } else if (!strcmp(argv[i], "--underscore-exit")) {
+      underscoreExit = 1;
+    } else {
+      fprintf(stderr, "unknown argument %s\n", argv[i]);
+      return 64;
+    }
+  }
   for (int generation = 0; generation < 3; generation++) {
     growList(100);
     if (perfharness_mark) perfharness_mark(generation == 0 ? "first" : generation == 1 ? "second" : "third");
   }
   leakBlocks(7);
   printf("%lu\n", spin(300000000UL) & 1);
+  printf("single-threaded: %d\n", (int)__libc_single_threaded);
+  fflush(stdout);
+  if (doubleFree) {
+    char *volatile block = malloc(40);
+    free(block);
+    free(block);
+  }
+  if (underscoreExit) _exit(0);
   return 0;
 }
