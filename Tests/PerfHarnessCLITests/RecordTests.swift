@@ -163,6 +163,13 @@ struct RecordTests {
     ])
     #expect(marked.status == 0, "\(marked.standardError)")
     #expect(marked.standardOutput.contains("single-threaded: 0"), "\(marked.standardOutput)")
+    // The program's first thread brings the recorder's two, started just before it.
+    let threaded = try perfharness.run([
+      "record", "--output", directory.path, "--instruments", "allocations", "--", cProgram.url.path, "--thread",
+    ])
+    #expect(threaded.status == 0, "\(threaded.standardError)")
+    let names = threaded.standardOutput.split(separator: "\n").first { $0.hasPrefix("threads:") } ?? ""
+    #expect(names.contains("perfharness-mar") && names.contains("crash-reporter"), "\(names)")
   }
 
   /// The program is inside malloc most of the time: the marker starts from the signal, or
@@ -173,7 +180,7 @@ struct RecordTests {
     defer { try? FileManager.default.removeItem(at: directory) }
     let running = try perfharness.start([
       "record", "--output", directory.path, "--instruments", "allocations", "--no-allocation-stacks", "--",
-      cProgram.url.path, "--churn", "3",
+      cProgram.url.path, "--churn", "1.5",
     ])
     #expect(running.waitForStandardError(containing: "ready, pid"), "\(running.standardErrorSoFar)")
     let line = running.standardErrorSoFar.split(separator: "\n").first { $0.contains("ready, pid") } ?? ""

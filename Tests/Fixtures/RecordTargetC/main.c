@@ -2,10 +2,13 @@
 // blocks it loses the pointer to, marks generations through the optional perfharness_mark
 // (declared weak: without the harness it is never called), and spends its CPU in one
 // function. It says on stdout whether glibc still ran it single-threaded at the end.
-//   record-target-c [--churn SECONDS] [--double-free | --underscore-exit]
+//   record-target-c [--churn SECONDS] [--thread] [--double-free | --underscore-exit]
 // --churn: first allocates and frees for SECONDS, inside malloc most of the time (its pid on
-//   stderr before); --double-free: ends freeing a block twice (glibc aborts inside free);
-//   --underscore-exit: ends with _exit(0), past the exit handlers.
+//   stderr before); --thread: first runs one thread that allocates, and lists the process's
+//   threads by name once it has ended; --double-free: ends freeing a block twice (glibc
+//   aborts inside free); --underscore-exit: ends with _exit(0), past the exit handlers.
+#include <dirent.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,12 +68,42 @@ __attribute__((noinline)) static void churn(double seconds) {
   for (int i = 0; i < 64; i++) free(slots[i]);
 }
 
+static void *allocateOnThread(void *unused) {
+  (void)unused;
+  g_sink = malloc(64);
+  free(g_sink);
+  g_sink = NULL;
+  return NULL;
+}
+
+// Every thread of the process by name, on one line.
+static void listThreads(void) {
+  printf("threads:");
+  DIR *tasks = opendir("/proc/self/task");
+  struct dirent *entry;
+  while (tasks && (entry = readdir(tasks))) {
+    if (entry->d_name[0] == '.') continue;
+    char path[300], name[64] = "";
+    snprintf(path, sizeof path, "/proc/self/task/%s/comm", entry->d_name);
+    FILE *comm = fopen(path, "r");
+    if (comm && fgets(name, sizeof name, comm)) name[strcspn(name, "\n")] = 0;
+    if (comm) fclose(comm);
+    printf(" %s", name);
+  }
+  if (tasks) closedir(tasks);
+  printf("\n");
+}
+
 int main(int argc, char **argv) {
   int doubleFree = 0, underscoreExit = 0;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--churn") && i + 1 < argc) {
       fprintf(stderr, "record-target-c ready, pid %d\n", (int)getpid());
       churn(atof(argv[++i]));
+    } else if (!strcmp(argv[i], "--thread")) {
+      pthread_t thread;
+      if (pthread_create(&thread, NULL, allocateOnThread, NULL) == 0) pthread_join(thread, NULL);
+      listThreads();
     } else if (!strcmp(argv[i], "--double-free")) {
       doubleFree = 1;
     } else if (!strcmp(argv[i], "--underscore-exit")) {
