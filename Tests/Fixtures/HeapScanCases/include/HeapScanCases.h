@@ -17,4 +17,7 @@ int HeapScanCases_release(void *_Nullable handle);
 /// the leak scan reads as global roots) hold `value`.
 uint64_t HeapScanCases_globalWordsEqualTo(uint64_t value);
 
+/// Writes `word` into a section named .rodata of this image's writable segment (0 clears it).
+void HeapScanCases_setRodataWord(uint64_t word);
+
 #endif
