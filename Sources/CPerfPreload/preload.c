@@ -271,6 +271,11 @@ static void say(const char *message) {
   (void)ignored;
 }
 
+static void startReporter(void) {
+  g_reporterStarted = startHarnessThread(&g_reporter, reporterMain, &g_reporterTid) == 0;
+  if (!g_reporterStarted) say("perfharness: cannot start the crash reporter thread: a crash ends without a report\n");
+}
+
 // Starts the marker and, when armed, the crash reporter, once. Returns false when this
 // call found them closed (the report is being written) or could not start the marker.
 static bool startHelpers(void) {
@@ -284,7 +289,7 @@ static bool startHelpers(void) {
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
   }
-  if (g_crashArmed) g_reporterStarted = startHarnessThread(&g_reporter, reporterMain, &g_reporterTid) == 0;
+  if (g_crashArmed) startReporter();
   atomic_store(&g_helpers, HELPERS_RUNNING);
   return g_markerStarted;
 }
@@ -402,9 +407,7 @@ static void armCrashReporter(void) {
   CPerfCrash_setReporterStarter(startReporterAfterCrash);
   g_crashArmed = 1;
   // Started early (before the instruments, whose start the arming follows): the reporter too.
-  if (atomic_load(&g_helpers) == HELPERS_RUNNING) {
-    g_reporterStarted = startHarnessThread(&g_reporter, reporterMain, &g_reporterTid) == 0;
-  }
+  if (atomic_load(&g_helpers) == HELPERS_RUNNING) startReporter();
 }
 
 static void disarmCrashReporter(void) {

@@ -17,6 +17,13 @@ struct RecordTests {
     return try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
   }
 
+  /// The recorded program's pid, from the "ready, pid N" line both record targets print.
+  private static func programPid(_ running: BuiltBinary.Running) throws -> Int32 {
+    #expect(running.waitForStandardError(containing: "ready, pid"), "\(running.standardErrorSoFar)")
+    let line = running.standardErrorSoFar.split(separator: "\n").first { $0.contains("ready, pid") } ?? ""
+    return try #require(Int32(line.split(separator: " ").last ?? ""))
+  }
+
   private static func typeNames(_ generation: [String: Any]) -> [String] {
     ((generation["categories"] as? [[String: Any]]) ?? []).compactMap { $0["name"] as? String }
   }
@@ -128,9 +135,7 @@ struct RecordTests {
       "record", "--output", directory.path, "--instruments", "allocations,leaks", "--", swiftProgram.url.path,
       "--seconds", "60",
     ])
-    #expect(running.waitForStandardError(containing: "ready, pid"), "\(running.standardErrorSoFar)")
-    let line = running.standardErrorSoFar.split(separator: "\n").first { $0.contains("ready, pid") } ?? ""
-    let pid = try #require(Int32(line.split(separator: " ").last ?? ""))
+    let pid = try Self.programPid(running)
     usleep(200_000)
     kill(pid, SIGUSR2)
     usleep(300_000)
@@ -182,9 +187,7 @@ struct RecordTests {
       "record", "--output", directory.path, "--instruments", "allocations", "--no-allocation-stacks", "--",
       cProgram.url.path, "--churn", "1.5",
     ])
-    #expect(running.waitForStandardError(containing: "ready, pid"), "\(running.standardErrorSoFar)")
-    let line = running.standardErrorSoFar.split(separator: "\n").first { $0.contains("ready, pid") } ?? ""
-    let pid = try #require(Int32(line.split(separator: " ").last ?? ""))
+    let pid = try Self.programPid(running)
     for _ in 0..<5 {
       usleep(150_000)
       kill(pid, SIGUSR2)
