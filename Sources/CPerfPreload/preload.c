@@ -221,8 +221,9 @@ static void *markerMain(void *unused) {
 // would otherwise go down the parent's pipe). One that execs loads the recorder afresh.
 static void forkedChild(void) {
   atomic_store(&g_recording, 0);
-  for (int sig = 1; sig < NSIG; sig++) {
-    if (sigismember(&g_ours, sig) == 1) signal(sig, SIG_DFL);
+  const int signals[] = {SIGUSR2, SIGINT, SIGTERM};
+  for (int i = 0; i < 3; i++) {
+    if (sigismember(&g_ours, signals[i]) == 1) signal(signals[i], SIG_DFL);
   }
 }
 

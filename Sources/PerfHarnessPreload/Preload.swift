@@ -12,9 +12,10 @@ import PerfReports
 nonisolated(unsafe) private var recording: ProgramRecording?
 nonisolated(unsafe) private var settings: ProgramRecording.Settings?
 nonisolated(unsafe) private var markCount = 0
-/// The recorded process: a crash's partial report may be written by a copy of it (a fork
-/// made in the crash handler), which reports as the process it copies.
-nonisolated(unsafe) private var recordedPid = getpid()
+/// The recorded process, set when the settings are read: a crash's partial report may be
+/// written by a copy of it (a fork made in the crash handler), which reports as the process
+/// it copies.
+nonisolated(unsafe) private var recordedPid: pid_t = 0
 
 /// Reads the settings file the harness named.
 /// - Returns: the mark period in seconds (0: none), or -1 when this process is not
