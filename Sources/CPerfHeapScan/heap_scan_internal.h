@@ -35,6 +35,14 @@ typedef struct {
 HEAPSCAN_HIDDEN int vec_push(Vec *v, const void *element);
 HEAPSCAN_HIDDEN void vec_free(Vec *v);
 
+/// vec_push for the edges, inline while there is room: a big heap has an edge per block,
+/// and a call with a copy of a size known only at run time was a tenth of its scan.
+static inline int vec_push_edge(Vec *v, CPerfHeapScan_Edge edge) {
+  if (v->count == v->capacity) return vec_push(v, &edge);
+  ((CPerfHeapScan_Edge *)v->data)[v->count++] = edge;
+  return 0;
+}
+
 // MARK: - Mappings (buffers.c)
 
 typedef struct {
@@ -116,6 +124,22 @@ static inline int64_t index_find(const Index *ix, uint64_t v) {
     if (found >= 0 && v < block_end(&blocks[ix->large[found]])) return ix->large[found];
   }
   return -1;
+}
+
+/// index_find, trying first the block `last` found and the one after it: the words of an
+/// array or a list name blocks allocated one after another, which lie side by side in
+/// memory, so one compare mostly replaces the page probe and the search within the page.
+static inline int64_t index_find_near(const Index *ix, uint64_t v, int64_t last) {
+  if (last >= 0) {
+    const CPerfHeapScan_Block *blocks = ix->blocks;
+    for (uint64_t b = (uint64_t)last; b <= (uint64_t)last + 1 && b < ix->count; b++) {
+      // Blocks overlapping (flagged not to scan) could hold v too: only a clean hit is taken.
+      if (blocks[b].start <= v && v < block_end(&blocks[b]) && (b + 1 == ix->count || blocks[b + 1].start > v) &&
+          (b == 0 || block_end(&blocks[b - 1]) <= v))
+        return (int64_t)b;
+    }
+  }
+  return index_find(ix, v);
 }
 
 // MARK: - Roots outside threads (roots.c)

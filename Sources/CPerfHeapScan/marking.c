@@ -125,6 +125,7 @@ void scan_blocks(Scanner *sc) {
   const Index *ix = sc->ix;
   const CPerfHeapScan_Block *blocks = ix->blocks;
   uint64_t lo = ix->minStart, span = ix->maxEnd - ix->minStart;
+  int64_t near = -1;  // the block the last word named
   for (uint64_t i = 0; i < ix->count; i++) {
     const CPerfHeapScan_Block *blk = &blocks[i];
     if ((blk->flags & CPerfHeapScan_BlockNoScan) ||
@@ -159,15 +160,17 @@ void scan_blocks(Scanner *sc) {
           int64_t st = index_find(ix, (rc & ~(3ull << 62)) << 3);
           if (st >= 0 && (sc->marks[st] & CPerfHeapScan_MarkSideTable)) {
             CPerfHeapScan_Edge e = {(uint32_t)i, (uint32_t)st, 8u | CPerfHeapScan_EdgeSideTable};
-            if (vec_push(&sc->edges, &e) != 0) sc->failed = 1;
+            if (vec_push_edge(&sc->edges, e) != 0) sc->failed = 1;
           }
         }
         continue;
       }
       uint64_t v = words[w] & POINTER_MASK;
       if (v - lo >= span) continue;
-      int64_t b = index_find(ix, v);
-      if (b < 0 || (sc->marks[b] & CPerfHeapScan_MarkFreed)) continue;
+      int64_t b = index_find_near(ix, v, near);
+      if (b < 0) continue;
+      near = b;
+      if (sc->marks[b] & CPerfHeapScan_MarkFreed) continue;
       if (layout_excludes(sc, layout, w)) {
         sc->layoutWords++;
         continue;
@@ -182,7 +185,7 @@ void scan_blocks(Scanner *sc) {
       uint64_t off = w * 8;
       if (off > CPerfHeapScan_EdgeOffsetMask) off = CPerfHeapScan_EdgeOffsetMask;
       CPerfHeapScan_Edge e = {(uint32_t)i, (uint32_t)b, (uint32_t)off | flags};
-      if (vec_push(&sc->edges, &e) != 0) sc->failed = 1;
+      if (vec_push_edge(&sc->edges, e) != 0) sc->failed = 1;
     }
   }
 }

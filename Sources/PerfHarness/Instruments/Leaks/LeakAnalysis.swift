@@ -137,8 +137,8 @@ enum LeakAnalysis {
 
     // Categories per node (interned).
     var categoryIndex: [AllocationCategoryKey: UInt32] = [:]
-    var categories: [AllocationCategory] = []
-    var nodeCategory = [UInt32](repeating: 0, count: nodeCount)
+    var namedCategories: [AllocationCategory] = []
+    var categoryOfNode = [UInt32](repeating: 0, count: nodeCount)
     // Nodes are in address order, where neighbours are mostly of one type: the previous
     // node's category is tried before the dictionary (a lookup per node of a 16 M-block heap).
     var previous: (key: AllocationCategoryKey, index: UInt32)?
@@ -150,14 +150,18 @@ enum LeakAnalysis {
       } else if let known = categoryIndex[key] {
         index = known
       } else {
-        index = UInt32(categories.count)
+        index = UInt32(namedCategories.count)
         // A closure context's name already lists what it captures.
-        categories.append(recording.category(for: key))
+        namedCategories.append(recording.category(for: key))
         categoryIndex[key] = index
       }
-      nodeCategory[node] = index
+      categoryOfNode[node] = index
       previous = (key, index)
     }
+    // Constants from here on: the closures below read them for every node, and a captured
+    // variable costs an exclusivity check per access.
+    let categories = namedCategories
+    let nodeCategory = categoryOfNode
 
     // Edge kinds: side-table flags from the scanner, ownership from field metadata.
     var fieldReader = FieldLayoutReader()
@@ -176,7 +180,7 @@ enum LeakAnalysis {
       ownershipCache[metadata] = result
       return result
     }
-    var edgeKind = [EdgeKind](repeating: .strong, count: graph.edgeCount)
+    var kinds = [EdgeKind](repeating: .strong, count: graph.edgeCount)
     for node in 0..<nodeCount {
       let range = Int(graph.edgeStart[node])..<Int(graph.edgeStart[node + 1])
       if range.isEmpty { continue }
@@ -185,11 +189,11 @@ enum LeakAnalysis {
       for edge in range {
         let raw = graph.edgeOffset[edge]
         if raw & UInt32(CPerfHeapScan_EdgeWeak) != 0 {
-          edgeKind[edge] = .weak
+          kinds[edge] = .weak
         } else if raw & UInt32(CPerfHeapScan_EdgeSideTable) != 0 {
-          edgeKind[edge] = .sideTable
+          kinds[edge] = .sideTable
         } else if let kind = fields[Int(raw & UInt32(CPerfHeapScan_EdgeOffsetMask))] {
-          edgeKind[edge] = kind
+          kinds[edge] = kind
         }
       }
     }
@@ -220,35 +224,17 @@ enum LeakAnalysis {
     for node in DispatchContinuationCache.cachedNodes(graph: graph, block: block, allocator: allocator) {
       for edge in Int(graph.edgeStart[node])..<Int(graph.edgeStart[node + 1])
       where graph.edgeOffset[edge] & UInt32(CPerfHeapScan_EdgeOffsetMask) != 16 {
-        edgeKind[edge] = .notAReference
+        kinds[edge] = .notAReference
       }
     }
 
-    // Reachability from the roots through everything but weak references. Depth first with
-    // each node's next edge on the stack, not its unvisited targets: an array of millions
-    // of objects would otherwise put all of them on the stack at once (a big heap's peak).
+    // Read only from here on: a constant is read without the exclusivity check each access
+    // to a captured variable costs (most of a 16 M-block heap's reachability walk).
+    let edgeKind = kinds
+
     var reachable = [Bool](repeating: false, count: nodeCount)
-    var stack: [(node: UInt32, nextEdge: UInt32)] = []
     func markReachable(from seeds: [UInt32]) {
-      for seed in seeds where !reachable[Int(seed)] {
-        reachable[Int(seed)] = true
-        stack.append((seed, graph.edgeStart[Int(seed)]))
-        while let top = stack.last {
-          let end = graph.edgeStart[Int(top.node) + 1]
-          var edge = top.nextEdge
-          while edge < end && !(edgeKind[Int(edge)].keepsAlive && !reachable[Int(graph.edgeTarget[Int(edge)])]) {
-            edge += 1
-          }
-          if edge == end {
-            stack.removeLast()
-            continue
-          }
-          stack[stack.count - 1].nextEdge = edge + 1
-          let target = graph.edgeTarget[Int(edge)]
-          reachable[Int(target)] = true
-          stack.append((target, graph.edgeStart[Int(target)]))
-        }
-      }
+      Self.markReachable(from: seeds, graph: graph, edgeKind: edgeKind, reachable: &reachable)
     }
     let rootNodes = (0..<nodeCount).filter {
       HeapGraph.isRoot(graph.marks[$0]) || graph.isHolder($0) || HeapGraph.isFreed(graph.marks[$0])
@@ -464,6 +450,42 @@ enum LeakAnalysis {
 
   /// The shortest paths from a root to the reachable instances of each Swift class and
   /// closure context allocated while recording.
+  /// Marks what `seeds` reach through edges that keep their target alive. Depth first with
+  /// each node's next edge on the stack, not its unvisited targets: an array of millions of
+  /// objects would otherwise put all of them on the stack at once (a big heap's peak).
+  static func markReachable(
+    from seeds: [UInt32], graph: HeapGraph, edgeKind: [EdgeKind], reachable: inout [Bool]
+  ) {
+    var stack: [(node: UInt32, nextEdge: UInt32)] = []
+    reachable.withUnsafeMutableBufferPointer { reached in
+      graph.edgeStart.withUnsafeBufferPointer { edgeStart in
+        graph.edgeTarget.withUnsafeBufferPointer { edgeTarget in
+          edgeKind.withUnsafeBufferPointer { kinds in
+            for seed in seeds where !reached[Int(seed)] {
+              reached[Int(seed)] = true
+              stack.append((seed, edgeStart[Int(seed)]))
+              while let top = stack.last {
+                let end = edgeStart[Int(top.node) + 1]
+                var edge = top.nextEdge
+                while edge < end && !(kinds[Int(edge)].keepsAlive && !reached[Int(edgeTarget[Int(edge)])]) {
+                  edge += 1
+                }
+                if edge == end {
+                  stack.removeLast()
+                  continue
+                }
+                stack[stack.count - 1].nextEdge = edge + 1
+                let target = edgeTarget[Int(edge)]
+                reached[Int(target)] = true
+                stack.append((target, edgeStart[Int(target)]))
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+
   static func describeRetainers(
     graph: HeapGraph, roots: [UInt32], keepsAlive: (Int) -> Bool, block: (Int) -> RecordedBlock,
     categories: [AllocationCategory], categoryIndex: (Int) -> Int, namer: inout EdgeNamer, symbolizer: Symbolizer?,
