@@ -34,7 +34,7 @@
 _Static_assert(sizeof(void *) == 8, "64-bit only: slots pack addresses and sizes");
 _Static_assert(sizeof(CPerfAlloc_Config) == 16, "config layout");
 _Static_assert(sizeof(CPerfAlloc_Error) == 16, "error layout");
-_Static_assert(sizeof(CPerfAlloc_Block) == 48, "block layout");
+_Static_assert(sizeof(CPerfAlloc_Block) == 24, "block layout");
 _Static_assert(sizeof(CPerfAlloc_Freed) == 24, "freed layout");
 _Static_assert(sizeof(CPerfAlloc_Mark) == 32, "mark layout");
 _Static_assert(sizeof(CPerfAlloc_TimelinePoint) == 16, "timeline layout");

@@ -39,7 +39,7 @@ static void unmapAll(void) {
   if (g_stackSlots) munmap(g_stackSlots, (size_t)STACK_SLOTS * sizeof(StackSlot));
   if (g_stackArena) munmap(g_stackArena, (size_t)STACK_ARENA_FRAMES * sizeof(uint64_t));
   if (g_timeline) munmap(g_timeline, pageRound(g_timelineCapacity * sizeof(CPerfAlloc_TimelinePoint)));
-  if (g_blocks) munmap(g_blocks, g_blocksBytes);
+  if (g_blocks && g_blocksOwned) munmap(g_blocks, g_blocksBytes);
   if (g_preBlocks) munmap(g_preBlocks, g_preBlocksBytes);
   g_preBlocks = NULL;
   g_preBlockCount = 0;
@@ -267,9 +267,10 @@ static void listAtStop(const Slot *slot, uint64_t address, void *context) {
   }
   if (!g_blocks || l->blocks >= l->blockCapacity) return;
   size_t end = (size_t)(l->blocks + 1) * sizeof(CPerfAlloc_Block);
-  if (end > l->populated) {
+  if (g_blocksOwned && end > l->populated) {
     // A leaf's worth ahead at a time, just before it is written: populated whole, the listing
-    // was held beside every leaf still unlisted (a big heap's peak memory).
+    // was held beside every leaf still unlisted (a big heap's peak memory). The caller's
+    // memory (CPerfAlloc_stopInto) takes its pages as it is written.
     size_t upTo = pageRound(end + (size_t)LEAF_SLOTS / 4 * sizeof(CPerfAlloc_Block));
     if (upTo > g_blocksBytes) upTo = g_blocksBytes;
     populateBytes((char *)g_blocks + l->populated, upTo - l->populated);
@@ -278,7 +279,9 @@ static void listAtStop(const Slot *slot, uint64_t address, void *context) {
   blockFromSlot(&g_blocks[l->blocks++], slot, address);
 }
 
-int32_t CPerfAlloc_stop(CPerfAlloc_Error *error) {
+int32_t CPerfAlloc_stop(CPerfAlloc_Error *error) { return CPerfAlloc_stopInto(NULL, 0, error); }
+
+int32_t CPerfAlloc_stopInto(CPerfAlloc_Block *out, uint64_t capacity, CPerfAlloc_Error *error) {
   if (error) memset(error, 0, sizeof(*error));
   int32_t expected = STATE_RUNNING;
   if (!atomic_compare_exchange_strong(&g_state, &expected, STATE_BUSY))
@@ -315,8 +318,14 @@ int32_t CPerfAlloc_stop(CPerfAlloc_Error *error) {
   tablesLive(&liveBlocks, &liveBytes);
   st->liveBlocks = (uint64_t)liveBlocks;
   st->liveBytes = (uint64_t)liveBytes;
-  g_blocksBytes = pageRound((liveBlocks > 0 ? (size_t)liveBlocks : 1) * sizeof(CPerfAlloc_Block));
-  g_blocks = mapBytes(g_blocksBytes);
+  g_blocksOwned = !(out && capacity >= (uint64_t)(liveBlocks > 0 ? liveBlocks : 0));
+  if (g_blocksOwned) {
+    g_blocksBytes = pageRound((liveBlocks > 0 ? (size_t)liveBlocks : 1) * sizeof(CPerfAlloc_Block));
+    g_blocks = mapBytes(g_blocksBytes);
+  } else {
+    g_blocksBytes = (size_t)capacity * sizeof(CPerfAlloc_Block);
+    g_blocks = out;
+  }
   g_blocksReleased = 0;
   g_freedBytes = pageRound((freedEntries ? freedEntries : 1) * sizeof(CPerfAlloc_Freed));
   g_freedSnapshot = mapBytes(g_freedBytes);

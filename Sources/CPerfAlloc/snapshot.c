@@ -10,6 +10,7 @@ ALLOC_HIDDEN CPerfAlloc_Block *g_blocks;
 ALLOC_HIDDEN uint64_t g_blockCount;
 ALLOC_HIDDEN size_t g_blocksBytes;
 ALLOC_HIDDEN size_t g_blocksReleased;
+ALLOC_HIDDEN bool g_blocksOwned;
 ALLOC_HIDDEN CPerfAlloc_Block *g_preBlocks;
 ALLOC_HIDDEN uint64_t g_preBlockCount;
 ALLOC_HIDDEN size_t g_preBlocksBytes;
@@ -52,7 +53,7 @@ const CPerfAlloc_Block *CPerfAlloc_blocks(uint64_t *count) {
 }
 
 void CPerfAlloc_releaseBlocksBefore(uint64_t index) {
-  if (atomic_load(&g_state) != STATE_STOPPED || !g_blocks) return;
+  if (atomic_load(&g_state) != STATE_STOPPED || !g_blocks || !g_blocksOwned) return;
   if (index > g_blockCount) index = g_blockCount;
   // Whole pages only: the page holding block `index` may still be read.
   size_t bytes = (size_t)index * sizeof(CPerfAlloc_Block) & ~((size_t)CPerfSupport_pageRound(1) - 1);

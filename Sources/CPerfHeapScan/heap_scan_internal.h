@@ -35,11 +35,12 @@ typedef struct {
 HEAPSCAN_HIDDEN int vec_push(Vec *v, const void *element);
 HEAPSCAN_HIDDEN void vec_free(Vec *v);
 
-/// vec_push for the edges, inline while there is room: a big heap has an edge per block,
-/// and a call with a copy of a size known only at run time was a tenth of its scan.
-static inline int vec_push_edge(Vec *v, CPerfHeapScan_Edge edge) {
-  if (v->count == v->capacity) return vec_push(v, &edge);
-  ((CPerfHeapScan_Edge *)v->data)[v->count++] = edge;
+/// vec_push for a column of 32-bit values, inline while there is room: a big heap has an
+/// edge per block, and a call with a copy of a size known only at run time was a tenth of
+/// its scan.
+static inline int vec_push_u32(Vec *v, uint32_t value) {
+  if (v->count == v->capacity) return vec_push(v, &value);
+  ((uint32_t *)v->data)[v->count++] = value;
   return 0;
 }
 
@@ -183,8 +184,9 @@ HEAPSCAN_HIDDEN uint64_t blocked_thread_sp(int32_t tid);
 typedef struct {
   const Index *ix;
   uint8_t *marks;
-  uint64_t *rootSources;  // optional: the first root word that marked each block
-  Vec edges;
+  uint64_t *rootSources;         // optional: the first root word that marked each block
+  Vec edgeTargets, edgeOffsets;  // uint32_t each, by source block in order
+  uint32_t *edgeStart;           // per block, then the edge count (blockCount + 1)
   int failed;
   const CPerfHeapScan_Snapshot *snapshot;  // optional
   uint64_t snapshotCursor;                 // range of the last lookup

@@ -121,12 +121,18 @@ static uint64_t array_live_words(const uint64_t *words, uint64_t n, uint64_t str
   return liveWords < usableWords ? liveWords : usableWords;
 }
 
+/// An edge from the block being scanned.
+static inline int push_edge(Scanner *sc, uint32_t target, uint32_t offset) {
+  return vec_push_u32(&sc->edgeTargets, target) | vec_push_u32(&sc->edgeOffsets, offset);
+}
+
 void scan_blocks(Scanner *sc) {
   const Index *ix = sc->ix;
   const CPerfHeapScan_Block *blocks = ix->blocks;
   uint64_t lo = ix->minStart, span = ix->maxEnd - ix->minStart;
   int64_t near = -1;  // the block the last word named
   for (uint64_t i = 0; i < ix->count; i++) {
+    sc->edgeStart[i] = (uint32_t)sc->edgeTargets.count;
     const CPerfHeapScan_Block *blk = &blocks[i];
     if ((blk->flags & CPerfHeapScan_BlockNoScan) ||
         (sc->marks[i] & (CPerfHeapScan_MarkSideTable | CPerfHeapScan_MarkUnreadable | CPerfHeapScan_MarkFreed)))
@@ -159,8 +165,7 @@ void scan_blocks(Scanner *sc) {
         if ((rc >> 62) == 3) {
           int64_t st = index_find(ix, (rc & ~(3ull << 62)) << 3);
           if (st >= 0 && (sc->marks[st] & CPerfHeapScan_MarkSideTable)) {
-            CPerfHeapScan_Edge e = {(uint32_t)i, (uint32_t)st, 8u | CPerfHeapScan_EdgeSideTable};
-            if (vec_push_edge(&sc->edges, e) != 0) sc->failed = 1;
+            if (push_edge(sc, (uint32_t)st, 8u | CPerfHeapScan_EdgeSideTable) != 0) sc->failed = 1;
           }
         }
         continue;
@@ -184,10 +189,10 @@ void scan_blocks(Scanner *sc) {
       if (sc->marks[b] & CPerfHeapScan_MarkSideTable) flags |= CPerfHeapScan_EdgeWeak;
       uint64_t off = w * 8;
       if (off > CPerfHeapScan_EdgeOffsetMask) off = CPerfHeapScan_EdgeOffsetMask;
-      CPerfHeapScan_Edge e = {(uint32_t)i, (uint32_t)b, (uint32_t)off | flags};
-      if (vec_push_edge(&sc->edges, e) != 0) sc->failed = 1;
+      if (push_edge(sc, (uint32_t)b, (uint32_t)off | flags) != 0) sc->failed = 1;
     }
   }
+  sc->edgeStart[ix->count] = (uint32_t)sc->edgeTargets.count;
 }
 
 void classify_blocks(Scanner *sc, const Vec *maps) {

@@ -28,7 +28,7 @@ static int32_t scan_impl(const CPerfHeapScan_Block *blocks, uint64_t count, cons
     sc.layoutCount = options->layoutCount;
     sc.layoutBits = options->layoutBits;
   }
-  sc.edges.elementSize = sizeof(CPerfHeapScan_Edge);
+  sc.edgeTargets.elementSize = sc.edgeOffsets.elementSize = sizeof(uint32_t);
   Vec maps = {0}, segments = {.elementSize = sizeof(Range)}, tids = {0};
   int32_t status = 0;
   int installed = 0, restore = 1;
@@ -42,6 +42,15 @@ static int32_t scan_impl(const CPerfHeapScan_Block *blocks, uint64_t count, cons
     return result->error;
   }
   sc.marks = result->marks;
+  result->edgeStart.count = count + 1;
+  result->edgeStart.bytes = round_page((count + 1) * sizeof(uint32_t));
+  result->edgeStart.data = map_bytes(result->edgeStart.bytes);
+  if (!result->edgeStart.data) {
+    result->error = errno;
+    result->call = "mmap";
+    return result->error;
+  }
+  sc.edgeStart = result->edgeStart.data;
   if (options && options->recordRootSources) {
     result->rootSources = map_bytes(round_page(count * sizeof(uint64_t)));
     sc.rootSources = result->rootSources;
@@ -258,8 +267,8 @@ done:
     atomic_store(&g_slotCount, 0);
     if (restore) sigaction(sig, &g_previous, NULL);
   }
-  result->extraBytes = round_page(count) + ix.tableBytes + ix.largeBytes + slotBytes +
-                       round_page(sc.edges.capacity * sizeof(CPerfHeapScan_Edge)) +
+  result->extraBytes = round_page(count) + ix.tableBytes + ix.largeBytes + slotBytes + result->edgeStart.bytes +
+                       round_page(sc.edgeTargets.capacity * sizeof(uint32_t)) * 2 +
                        round_page(maps.capacity * sizeof(Mapping));
   if (g_slots && restore) {
     munmap(g_slots, slotBytes);
@@ -271,9 +280,11 @@ done:
   index_free(&ix);
   result->staleWords = sc.staleWords;
   result->layoutWords = sc.layoutWords;
-  result->edges = sc.edges.data;
-  result->edgeCount = sc.edges.count;
-  result->edgeMappedBytes = sc.edges.data ? round_page(sc.edges.capacity * sizeof(CPerfHeapScan_Edge)) : 0;
+  result->edgeCount = sc.edgeTargets.count;
+  result->edgeTargets = (CPerfHeapScan_Column){sc.edgeTargets.data, sc.edgeTargets.count,
+                                               round_page(sc.edgeTargets.capacity * sizeof(uint32_t))};
+  result->edgeOffsets = (CPerfHeapScan_Column){sc.edgeOffsets.data, sc.edgeOffsets.count,
+                                               round_page(sc.edgeOffsets.capacity * sizeof(uint32_t))};
   result->error = status;
   return status;
 }
@@ -334,21 +345,19 @@ int32_t CPerfHeapScan_scan(const CPerfHeapScan_Block *blocks, uint64_t count, co
   return job.status;
 }
 
-void CPerfHeapScan_releaseEdges(CPerfHeapScan_Result *result, uint64_t from, uint64_t to) {
-  if (!result->edges || from >= to) return;
-  if (to > result->edgeCount) to = result->edgeCount;
-  uint64_t page = round_page(1);
-  uint64_t start = from * sizeof(CPerfHeapScan_Edge) / page * page;
-  uint64_t end = to * sizeof(CPerfHeapScan_Edge) / page * page;  // edge `to`'s page may be unread
-  if (end > start) (void)madvise((char *)result->edges + start, end - start, MADV_DONTNEED);
+void CPerfHeapScan_freeColumn(CPerfHeapScan_Column *column) {
+  if (column->data) munmap(column->data, column->bytes);
+  column->data = NULL;
+  column->count = column->bytes = 0;
 }
 
 void CPerfHeapScan_freeResult(CPerfHeapScan_Result *result) {
-  if (result->edges) munmap(result->edges, result->edgeMappedBytes);
+  CPerfHeapScan_freeColumn(&result->edgeStart);
+  CPerfHeapScan_freeColumn(&result->edgeTargets);
+  CPerfHeapScan_freeColumn(&result->edgeOffsets);
   if (result->marks) munmap(result->marks, round_page(result->blockCount));
   if (result->rootSources) munmap(result->rootSources, round_page(result->blockCount * sizeof(uint64_t)));
   result->rootSources = NULL;
-  result->edges = NULL;
   result->marks = NULL;
 }
 

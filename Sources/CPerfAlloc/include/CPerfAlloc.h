@@ -68,28 +68,30 @@ typedef enum CPerfAlloc_ErrorCode {
 /// code: a CPerfAlloc_ErrorCode.
 typedef CPerfSupport_Error CPerfAlloc_Error;
 
-enum {
-  /// The block was allocated by the Swift runtime for an object; `metadata` is its
-  /// first word (HeapMetadata *) read at stop.
-  CPerfAlloc_BlockSwiftObject = 1,
-  /// From CPerfAlloc_liveBlocksNow: allocated before the session (tracked since
-  /// CPerfAlloc_trackAllBlocks).
-  CPerfAlloc_BlockPreexisting = 2,
-};
-
-/// A block allocated while recording and still live at stop.
+/// A block allocated while recording and still live at stop, in three words: a big heap's
+/// listing holds millions (at 48 bytes a block, writing the listing of 16 M blocks took
+/// 300 ms). Addresses and metadata pointers are user-space addresses, under 2^48; the
+/// stack id's halves ride in their top bits. Blocks carry no thread or time: the timeline
+/// and the marks have the times.
 typedef struct CPerfAlloc_Block {
-  uint64_t address;
-  uint64_t size;      // requested bytes
-  uint64_t metadata;  // 0 unless flags has CPerfAlloc_BlockSwiftObject
-  /// 0: blocks carry no time (the live-block table keeps 8 bytes a block). The timeline
-  /// and the marks have the times.
-  uint64_t timestampNs;
-  uint32_t stackId;     // 0: no stack (countsOnly, or the stack table was full)
-  uint32_t generation;  // generation counter when allocated (0 before the first mark)
-  int32_t tid;          // 0: blocks carry no thread (the live-block table keeps 8 bytes a block)
-  uint32_t flags;
+  /// The address (low 48 bits) and the stack id's low 16 bits (0: no stack, countsOnly,
+  /// or the stack table was full).
+  uint64_t addressWord;
+  /// The Swift metadata pointer (low 48 bits; 0 unless a Swift object) and the stack id's
+  /// high 16 bits.
+  uint64_t metadataWord;
+  /// The requested size (low 46 bits), CPerfAlloc_BlockPreexistingBit,
+  /// CPerfAlloc_BlockObjectBit and the generation (high 16 bits: 0 before the first mark).
+  uint64_t sizeWord;
 } CPerfAlloc_Block;
+
+/// CPerfAlloc_Block.sizeWord's flags.
+static const uint64_t CPerfAlloc_BlockSizeMask = (1ull << 46) - 1;
+/// From CPerfAlloc_liveBlocksNow: allocated before the session (tracked since
+/// CPerfAlloc_trackAllBlocks).
+static const uint64_t CPerfAlloc_BlockPreexistingBit = 1ull << 46;
+/// The Swift runtime allocated the block for an object whose metadata pointer was read.
+static const uint64_t CPerfAlloc_BlockObjectBit = 1ull << 47;
 
 /// Blocks allocated while recording and freed before stop, aggregated by category key.
 /// One entry per key per thread table: merge entries with equal keys.
@@ -157,7 +159,7 @@ int32_t CPerfAlloc_trackAllBlocks(void);
 uint64_t CPerfAlloc_liveBlocksBeforeSession(uint64_t *pairs, uint64_t capacity);
 
 /// While a session records: writes its live blocks and the live preexisting ones
-/// (flagged CPerfAlloc_BlockPreexisting) into `out`, up to `capacity` (NULL to count),
+/// (flagged CPerfAlloc_BlockPreexistingBit) into `out`, up to `capacity` (NULL to count),
 /// and returns how many are live, which may exceed `capacity`. `metadata` is read now.
 /// Allocates nothing. Returns 0 when no session records.
 uint64_t CPerfAlloc_liveBlocksNow(CPerfAlloc_Block *out, uint64_t capacity);
@@ -171,6 +173,11 @@ int32_t CPerfAlloc_markGeneration(CPerfAlloc_Mark *mark);
 /// Stops recording and snapshots the live blocks. After it, the accessors below read an
 /// immutable snapshot until CPerfAlloc_release.
 int32_t CPerfAlloc_stop(CPerfAlloc_Error *error);
+/// CPerfAlloc_stop, listing the session's live blocks into the caller's `out` when they
+/// fit in `capacity` (CPerfAlloc_blocks then returns `out`), else into memory of its own:
+/// a caller that keeps the listing in its own array is spared a copy of it (a big heap's
+/// listing is hundreds of megabytes). `out` must outlive the snapshot.
+int32_t CPerfAlloc_stopInto(CPerfAlloc_Block *out, uint64_t capacity, CPerfAlloc_Error *error);
 
 /// True while a session records.
 int32_t CPerfAlloc_isRecording(void);
@@ -232,7 +239,7 @@ void CPerfAlloc_stats(CPerfAlloc_Stats *stats);
 const CPerfAlloc_Block *CPerfAlloc_blocks(uint64_t *count);
 /// Gives the memory of the listed blocks before `index` back to the kernel (whole pages):
 /// for a caller that has copied them, so that the two copies are not held whole together.
-/// Those blocks read as zeros afterwards.
+/// Those blocks read as zeros afterwards. Nothing for a listing in the caller's memory.
 void CPerfAlloc_releaseBlocksBefore(uint64_t index);
 /// Blocks allocated before the session (tracked since CPerfAlloc_trackAllBlocks) and still
 /// live at stop: address, size, tid, flags and metadata only. NULL when not tracked.

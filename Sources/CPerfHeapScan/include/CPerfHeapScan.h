@@ -69,13 +69,6 @@ enum {
   CPerfHeapScan_EdgeSideTable = 1u << 29,
 };
 
-/// 12 bytes per edge. Edges come out grouped by `from`, ascending.
-typedef struct CPerfHeapScan_Edge {
-  uint32_t from;
-  uint32_t to;
-  uint32_t offset;  // byte offset | CPerfHeapScan_Edge* flags
-} CPerfHeapScan_Edge;
-
 enum {
   /// Block marks (one byte per block).
   CPerfHeapScan_MarkGlobalRoot = 1,     // pointed to from a writable image segment
@@ -172,10 +165,21 @@ typedef struct CPerfHeapScan_Options {
   const uint64_t *layoutBits;
 } CPerfHeapScan_Options;
 
+/// One of a result's mmap'd arrays. The caller may take one over (and later munmap
+/// `bytes` at `data`), leaving NULL in the result for CPerfHeapScan_freeResult.
+typedef struct CPerfHeapScan_Column {
+  uint32_t *data;
+  uint64_t count;
+  uint64_t bytes;  // mapped
+} CPerfHeapScan_Column;
+
 typedef struct CPerfHeapScan_Result {
-  CPerfHeapScan_Edge *edges;  // mmap'd; free with CPerfHeapScan_freeResult
+  /// The edges between blocks, by source block in order (compressed rows): block n's are
+  /// edgeStart[n] ..< edgeStart[n + 1] (blockCount + 1 entries) of edgeTargets (the target
+  /// block) and edgeOffsets (byte offset in the source | CPerfHeapScan_Edge* flags). In the
+  /// form the caller keeps them: a copy was a big heap's every edge written twice.
+  CPerfHeapScan_Column edgeStart, edgeTargets, edgeOffsets;
   uint64_t edgeCount;
-  uint64_t edgeMappedBytes;
   uint8_t *marks;  // one per block (CPerfHeapScan_Mark*), mmap'd
   uint64_t blockCount;
   /// With options->recordRootSources: per block, the address of the first root word
@@ -206,11 +210,8 @@ int32_t CPerfHeapScan_scan(const CPerfHeapScan_Block *blocks, uint64_t count, co
 
 void CPerfHeapScan_freeResult(CPerfHeapScan_Result *result);
 
-/// Gives back to the kernel the pages of result->edges from the one holding edge `from` to
-/// the one before the page holding edge `to`: for a caller that has copied every edge before
-/// `to`, so that a big heap's edges are not held twice at once. Those edges read as zeros
-/// afterwards.
-void CPerfHeapScan_releaseEdges(CPerfHeapScan_Result *result, uint64_t from, uint64_t to);
+/// Unmaps a column taken over from a result.
+void CPerfHeapScan_freeColumn(CPerfHeapScan_Column *column);
 
 /// Runs body(context) on a new thread whose stack is a fresh zero-filled mapping, and
 /// waits for it. A scenario run there, then scanned, has no stale stack slots from

@@ -16,6 +16,58 @@ struct HeapScanError: Error, CustomStringConvertible {
   }
 }
 
+/// One of the heap graph's columns of numbers: the array the C scan mapped, taken over as
+/// it is (copied, a big heap's every edge was written twice: 140 ms for 16 M blocks), or a
+/// copy of a Swift array. Read-only once made, its memory freed with its last copy: it
+/// can be shared between threads.
+struct GraphColumn: RandomAccessCollection, ExpressibleByArrayLiteral, @unchecked Sendable {
+  private final class Storage {
+    var column: CPerfHeapScan_Column
+    let allocated: UnsafeMutableBufferPointer<UInt32>?
+
+    init(column: CPerfHeapScan_Column) {
+      self.column = column
+      allocated = nil
+    }
+
+    init(copying values: [UInt32]) {
+      let buffer = UnsafeMutableBufferPointer<UInt32>.allocate(capacity: values.count)
+      _ = buffer.initialize(from: values)
+      allocated = buffer
+      column = CPerfHeapScan_Column(data: buffer.baseAddress, count: UInt64(values.count), bytes: 0)
+    }
+
+    deinit {
+      if let allocated { allocated.deallocate() } else { CPerfHeapScan_freeColumn(&column) }
+    }
+  }
+
+  private let storage: Storage
+  private let values: UnsafeBufferPointer<UInt32>
+
+  /// Takes `column` over from a scan's result (which is left without it).
+  init(taking column: inout CPerfHeapScan_Column) {
+    storage = Storage(column: column)
+    values = UnsafeBufferPointer(start: column.data, count: column.data == nil ? 0 : Int(column.count))
+    column = CPerfHeapScan_Column()
+  }
+
+  init(_ array: [UInt32]) {
+    storage = Storage(copying: array)
+    values = UnsafeBufferPointer(storage.allocated!)
+  }
+
+  init(arrayLiteral elements: UInt32...) { self.init(elements) }
+
+  var startIndex: Int { 0 }
+  var endIndex: Int { values.count }
+  subscript(position: Int) -> UInt32 { values[position] }
+
+  func withUnsafeBufferPointer<R>(_ body: (UnsafeBufferPointer<UInt32>) throws -> R) rethrows -> R {
+    try withExtendedLifetime(storage) { try body(values) }
+  }
+}
+
 /// The memory graph of the live blocks of a recording: nodes are blocks (sorted by
 /// address), edges are the words of one block that point into another, roots mark the
 /// blocks that a stack, a register or a writable image segment points to.
@@ -30,9 +82,9 @@ struct HeapGraph {
   var blockIndex: [UInt32]
   /// Nodes with `blockIndex` below this are blocks of the recording.
   var recordedCount: Int
-  var edgeStart: [UInt32]
-  var edgeTarget: [UInt32]
-  var edgeOffset: [UInt32]
+  var edgeStart: GraphColumn
+  var edgeTarget: GraphColumn
+  var edgeOffset: GraphColumn
   /// `CPerfHeapScan_Mark*` per node.
   var marks: [UInt8]
   /// With `Options.recordRootSources`: the address of the root word pointing into each
@@ -220,27 +272,10 @@ struct HeapGraph {
 
     let nodeCount = cBlocks.count
     cBlocks = []
-    let edgeCount = Int(result.edgeCount)
-    var edgeStart = [UInt32](repeating: 0, count: nodeCount + 1)
-    var edgeTarget = [UInt32](unsafeUninitializedCapacity: edgeCount) { _, count in count = edgeCount }
-    var edgeOffset = [UInt32](unsafeUninitializedCapacity: edgeCount) { _, count in count = edgeCount }
-    if let edges = result.edges {
-      // Edges come grouped by source, ascending. Copied a chunk at a time, each chunk's
-      // pages given back as it is done: a big heap's edges are not held twice at once.
-      var next = 0
-      while next < edgeCount {
-        let end = min(next + 65_536, edgeCount)
-        for index in next..<end {
-          let edge = edges[index]
-          edgeTarget[index] = edge.to
-          edgeOffset[index] = edge.offset
-          edgeStart[Int(edge.from) + 1] += 1
-        }
-        CPerfHeapScan_releaseEdges(&result, UInt64(next), UInt64(end))
-        next = end
-      }
-      for node in 0..<nodeCount { edgeStart[node + 1] += edgeStart[node] }
-    }
+    // The edges stay where the scan wrote them, in the form the graph reads.
+    let edgeStart = GraphColumn(taking: &result.edgeStart)
+    let edgeTarget = GraphColumn(taking: &result.edgeTargets)
+    let edgeOffset = GraphColumn(taking: &result.edgeOffsets)
     var rootSources: [Int: UInt] = [:]
     if let sources = result.rootSources {
       for node in 0..<nodeCount where sources[node] != 0 { rootSources[node] = UInt(sources[node]) }

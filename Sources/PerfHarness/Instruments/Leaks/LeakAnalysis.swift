@@ -236,11 +236,23 @@ enum LeakAnalysis {
     func markReachable(from seeds: [UInt32]) {
       Self.markReachable(from: seeds, graph: graph, edgeKind: edgeKind, reachable: &reachable)
     }
-    let rootNodes = (0..<nodeCount).filter {
-      HeapGraph.isRoot(graph.marks[$0]) || graph.isHolder($0) || HeapGraph.isFreed(graph.marks[$0])
-        || (!notJudged.isEmpty && notJudged.contains(block($0).address))
-    }.map { UInt32($0) }
-    markReachable(from: rootNodes)
+    let rootNodes = graph.marks.withUnsafeBufferPointer { marks in
+      graph.blockIndex.withUnsafeBufferPointer { blockIndex in
+        (0..<nodeCount).filter {
+          HeapGraph.isRoot(marks[$0]) || Int(blockIndex[$0]) >= graph.recordedCount || HeapGraph.isFreed(marks[$0])
+            || (!notJudged.isEmpty && notJudged.contains(block($0).address))
+        }.map { UInt32($0) }
+      }
+    }
+    // With retainers described, their breadth-first walk from the roots is the walk for
+    // reachability too: a big heap is walked once, not twice.
+    let paths =
+      describesRetainers ? RetainerPaths(graph: graph, seeds: rootNodes, keepsAlive: { edgeKind[$0].keepsAlive }) : nil
+    if let paths {
+      reachable = paths.parentEdge.map { $0 != RetainerPaths.unreached }
+    } else {
+      markReachable(from: rootNodes)
+    }
 
     func typeName(_ node: Int) -> String { categories[Int(nodeCategory[node])].name }
 
@@ -421,13 +433,12 @@ enum LeakAnalysis {
     }
     cycles.sort { ($0.instances, $0.nodes.count) > ($1.instances, $1.nodes.count) }
 
-    let retainers =
-      !describesRetainers
-      ? nil
-      : describeRetainers(
-        graph: graph, roots: rootNodes, keepsAlive: { edgeKind[$0].keepsAlive }, block: block,
+    let retainers = paths.map { paths in
+      describeRetainers(
+        graph: graph, paths: paths, block: block,
         categories: categories, categoryIndex: { Int(nodeCategory[$0]) }, namer: &namer, symbolizer: symbolizer,
         allocatedBy: { node in stackOf(node).first.map { "\($0.symbol) [\($0.module)]" } })
+    }
 
     return LeaksReport(
       leakedCount: leaked.count, leakedBytes: leakedBytes, rootLeaks: rootLeaks,
@@ -486,13 +497,13 @@ enum LeakAnalysis {
     }
   }
 
+  /// - Parameter paths: the shortest paths from the roots.
   static func describeRetainers(
-    graph: HeapGraph, roots: [UInt32], keepsAlive: (Int) -> Bool, block: (Int) -> RecordedBlock,
+    graph: HeapGraph, paths: RetainerPaths, block: (Int) -> RecordedBlock,
     categories: [AllocationCategory], categoryIndex: (Int) -> Int, namer: inout EdgeNamer, symbolizer: Symbolizer?,
     allocatedBy: (Int) -> String? = { _ in nil }
   ) -> [LeaksReport.Retainers] {
     func category(_ node: Int) -> AllocationCategory { categories[categoryIndex(node)] }
-    let paths = RetainerPaths(graph: graph, seeds: roots, keepsAlive: keepsAlive)
     // Grouped by category index first: a lookup by name per node hashed a string for each
     // of a big heap's millions of blocks.
     let reported = categories.map { $0.kind == .swiftClass || $0.kind == .closureContext }
@@ -500,7 +511,7 @@ enum LeakAnalysis {
     // list of every node was a big heap's peak memory.
     var countByCategory = [Int](repeating: 0, count: categories.count)
     var firstNodesByCategory = [[Int]](repeating: [], count: categories.count)
-    for node in 0..<graph.nodeCount where !graph.isHolder(node) && paths.parentEdge[node] != -2 {
+    for node in 0..<graph.nodeCount where !graph.isHolder(node) && paths.parentEdge[node] != RetainerPaths.unreached {
       let index = categoryIndex(node)
       guard reported[index], !HeapGraph.isFreed(graph.marks[node]) else { continue }
       countByCategory[index] += 1

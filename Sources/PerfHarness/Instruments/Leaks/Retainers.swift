@@ -81,14 +81,15 @@ extension LeaksReport.Retainers.Path {
 /// Shortest paths from the roots to the reachable blocks of a recording, breadth-first over
 /// the references that keep their target alive.
 struct RetainerPaths {
-  /// Per node: the edge from its parent on a shortest path, -1 for a root, -2 unreached.
+  /// Per node: the edge from its parent on a shortest path, -1 for a root, `unreached`.
   private(set) var parentEdge: [Int32]
+  static let unreached: Int32 = -2
   /// Where each node's edges start (the graph's): an edge's source is found by binary
   /// search, for the few paths a report prints, instead of an array as long as the edges.
-  private let edgeStart: [UInt32]
+  private let edgeStart: GraphColumn
 
   init(graph: HeapGraph, seeds: [UInt32], keepsAlive: (Int) -> Bool) {
-    parentEdge = [Int32](repeating: -2, count: graph.nodeCount)
+    parentEdge = [Int32](repeating: Self.unreached, count: graph.nodeCount)
     edgeStart = graph.edgeStart
     // Every reached node passes through the queue once: reserved whole, its pages are
     // touched as it fills, and it is never copied to grow (a big heap's peak).
@@ -105,7 +106,7 @@ struct RetainerPaths {
             head += 1
             for edge in Int(edgeStart[node])..<Int(edgeStart[node + 1]) where keepsAlive(edge) {
               let target = Int(edgeTarget[edge])
-              if parent[target] == -2 {
+              if parent[target] == Self.unreached {
                 parent[target] = Int32(edge)
                 queue.append(UInt32(target))
               }
