@@ -141,22 +141,33 @@ enum LeakAnalysis {
     var categoryOfNode = [UInt32](repeating: 0, count: nodeCount)
     // Nodes are in address order, where neighbours are mostly of one type: the previous
     // node's category is tried before the dictionary (a lookup per node of a 16 M-block heap).
+    // Through raw buffers: checked accesses through `block` were most of this loop's 65 ms
+    // on 16 M blocks.
     var previous: (key: AllocationCategoryKey, index: UInt32)?
-    for node in 0..<nodeCount {
-      let key = block(node).categoryKey
-      let index: UInt32
-      if let previous, previous.key == key {
-        index = previous.index
-      } else if let known = categoryIndex[key] {
-        index = known
-      } else {
-        index = UInt32(namedCategories.count)
-        // A closure context's name already lists what it captures.
-        namedCategories.append(recording.category(for: key))
-        categoryIndex[key] = index
+    blocks.withUnsafeBufferPointer { listed in
+      holders.withUnsafeBufferPointer { held in
+        graph.blockIndex.withUnsafeBufferPointer { blockIndex in
+          categoryOfNode.withUnsafeMutableBufferPointer { categoryOf in
+            for node in 0..<nodeCount {
+              let blockAt = Int(blockIndex[node])
+              let key = (blockAt < listed.count ? listed[blockAt] : held[blockAt - listed.count]).categoryKey
+              let index: UInt32
+              if let previous, previous.key == key {
+                index = previous.index
+              } else if let known = categoryIndex[key] {
+                index = known
+              } else {
+                index = UInt32(namedCategories.count)
+                // A closure context's name already lists what it captures.
+                namedCategories.append(recording.category(for: key))
+                categoryIndex[key] = index
+              }
+              categoryOf[node] = index
+              previous = (key, index)
+            }
+          }
+        }
       }
-      categoryOfNode[node] = index
-      previous = (key, index)
     }
     // Constants from here on: the closures below read them for every node, and a captured
     // variable costs an exclusivity check per access.
