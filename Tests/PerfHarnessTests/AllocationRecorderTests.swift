@@ -176,10 +176,14 @@ extension ProcessWideRecording {
       #expect(report.categories.map(\.persistentBytes) == report.categories.map(\.persistentBytes).sorted(by: >))
     }
 
-    /// The listing at stop is copied a chunk at a time, each chunk's C pages given back as it
-    /// is done: every block of a listing that spans many chunks (and pages given back in
-    /// between) is listed whole, none read from a page already given back.
-    @Test func aListingOfManyChunksIsCopiedWhole() throws {
+    /// The stop lists the blocks straight into the array that keeps them, or, when they do
+    /// not fit there, into memory of the recorder's own, copied a chunk at a time, each
+    /// chunk's pages given back as it is done: either way every block of a listing that spans
+    /// many chunks is listed whole, none read from a page already given back.
+    @Test(arguments: [false, true]) func aListingOfManyChunksIsListedWhole(copied: Bool) throws {
+      let room = AllocationRecorder.listingRoom
+      if copied { AllocationRecorder.listingRoom = { _ in 0 } }
+      defer { AllocationRecorder.listingRoom = room }
       let recorder = try AllocationRecorder.start(mode: .countsOnly)
       let kept = (0..<300_000).map { _ in AllocProbeListed() }
       let recording = recorder.stop()

@@ -85,7 +85,8 @@ typedef struct CPerfAlloc_Block {
   uint64_t sizeWord;
 } CPerfAlloc_Block;
 
-/// CPerfAlloc_Block.sizeWord's flags.
+/// CPerfAlloc_Block.sizeWord's size (the larger sizes no user space holds are clamped), then
+/// its two flags.
 static const uint64_t CPerfAlloc_BlockSizeMask = (1ull << 46) - 1;
 /// From CPerfAlloc_liveBlocksNow: allocated before the session (tracked since
 /// CPerfAlloc_trackAllBlocks).
@@ -242,7 +243,8 @@ const CPerfAlloc_Block *CPerfAlloc_blocks(uint64_t *count);
 /// Those blocks read as zeros afterwards. Nothing for a listing in the caller's memory.
 void CPerfAlloc_releaseBlocksBefore(uint64_t index);
 /// Blocks allocated before the session (tracked since CPerfAlloc_trackAllBlocks) and still
-/// live at stop: address, size, tid, flags and metadata only. NULL when not tracked.
+/// live at stop, flagged CPerfAlloc_BlockPreexistingBit and without a stack id.
+/// NULL when not tracked.
 const CPerfAlloc_Block *CPerfAlloc_preexistingBlocks(uint64_t *count);
 const CPerfAlloc_Freed *CPerfAlloc_freed(uint64_t *count);
 /// Full stacks only: every allocation while recording (freed or not) by stack, for the

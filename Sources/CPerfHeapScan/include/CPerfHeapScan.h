@@ -59,7 +59,7 @@ typedef struct CPerfHeapScan_Block {
 } CPerfHeapScan_Block;
 
 enum {
-  /// `offset` mask: byte offset of the pointer inside the source block.
+  /// An edge offset's mask: byte offset of the pointer inside the source block.
   CPerfHeapScan_EdgeOffsetMask = 0x1FFFFFFF,
   /// The pointer does not point at the target block's first byte.
   CPerfHeapScan_EdgeInterior = 1u << 31,

@@ -378,6 +378,10 @@ final class AllocationRecorder: Sendable {
     }
   }
 
+  /// Room for the stop's listing in the array that keeps it, for the blocks live just
+  /// before the stop. A test sets 0 to have the recorder's own listing copied instead.
+  nonisolated(unsafe) static var listingRoom: (Int) -> Int = { $0 + $0 / 8 + 4096 }
+
   private static func collect(mode: AllocationRecordingMode, labels: [Int: String]) -> AllocationRecording {
     var error = CPerfAlloc_Error()
     // The live blocks are listed straight into the array that keeps them when they fit:
@@ -386,7 +390,7 @@ final class AllocationRecorder: Sendable {
     // and the stop; the array's pages past the listing are never touched.
     var listedInPlace = false
     let expected = Int(CPerfAlloc_liveBlocksNow(nil, 0))
-    let capacity = RecordedBlock.hasListingLayout ? expected + expected / 8 + 4096 : 0
+    let capacity = RecordedBlock.hasListingLayout ? listingRoom(expected) : 0
     let inPlace = ignoringAllocations {
       [RecordedBlock](unsafeUninitializedCapacity: capacity) { buffer, initialized in
         initialized = 0
