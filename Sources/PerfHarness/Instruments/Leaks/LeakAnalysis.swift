@@ -131,7 +131,7 @@ enum LeakAnalysis {
     let blocks = recording.liveBlocks
     let holders = recording.preexistingBlocks
     func block(_ node: Int) -> RecordedBlock {
-      let index = Int(graph.blockIndex[node])
+      let index = graph.blockIndex(of: node)
       return index < blocks.count ? blocks[index] : holders[index - blocks.count]
     }
 
@@ -149,7 +149,7 @@ enum LeakAnalysis {
         graph.blockIndex.withUnsafeBufferPointer { blockIndex in
           categoryOfNode.withUnsafeMutableBufferPointer { categoryOf in
             for node in 0..<nodeCount {
-              let blockAt = Int(blockIndex[node])
+              let blockAt = blockIndex.isEmpty ? node : Int(blockIndex[node])
               let key = (blockAt < listed.count ? listed[blockAt] : held[blockAt - listed.count]).categoryKey
               let index: UInt32
               if let previous, previous.key == key {
@@ -250,7 +250,8 @@ enum LeakAnalysis {
     let rootNodes = graph.marks.withUnsafeBufferPointer { marks in
       graph.blockIndex.withUnsafeBufferPointer { blockIndex in
         (0..<nodeCount).filter {
-          HeapGraph.isRoot(marks[$0]) || Int(blockIndex[$0]) >= graph.recordedCount || HeapGraph.isFreed(marks[$0])
+          HeapGraph.isRoot(marks[$0]) || (blockIndex.isEmpty ? $0 : Int(blockIndex[$0])) >= graph.recordedCount
+            || HeapGraph.isFreed(marks[$0])
             || (!notJudged.isEmpty && notJudged.contains(block($0).address))
         }.map { UInt32($0) }
       }
@@ -640,7 +641,7 @@ enum LeakAnalysis {
     for node in component { isMember[Int(node)] = true }
     defer { for node in component { isMember[Int(node)] = false } }
     let starts = component.map { Int($0) }.sorted {
-      (typeName($0), graph.blockIndex[$0]) < (typeName($1), graph.blockIndex[$1])
+      (typeName($0), graph.blockIndex(of: $0)) < (typeName($1), graph.blockIndex(of: $1))
     }.prefix(64)
     var best: [CyclePathStep] = []
     var bestKey: [String] = []
