@@ -389,8 +389,7 @@ final class AllocationRecorder: Sendable {
     // twice (16 M blocks: 170 ms). There is room for the blocks allocated between the count
     // and the stop; the array's pages past the listing are never touched.
     var listedInPlace = false
-    let expected = Int(CPerfAlloc_liveBlocksNow(nil, 0))
-    let capacity = RecordedBlock.hasListingLayout ? listingRoom(expected) : 0
+    let capacity = RecordedBlock.hasListingLayout ? listingRoom(Int(CPerfAlloc_liveBlocksNow(nil, 0))) : 0
     let inPlace = ignoringAllocations {
       [RecordedBlock](unsafeUninitializedCapacity: capacity) { buffer, initialized in
         initialized = 0

@@ -152,9 +152,10 @@ struct HeapGraph {
       list.indices.dropFirst().allSatisfy { list[$0 - 1].address <= list[$0].address }
     }
     let order: [UInt32]
-    if holders.isEmpty && isSorted(blocks) {
+    let blocksSorted = isSorted(blocks)
+    if holders.isEmpty && blocksSorted {
       order = []  // the blocks in their own order
-    } else if isSorted(blocks) && isSorted(holders) {
+    } else if blocksSorted && isSorted(holders) {
       // The recorder lists its blocks in address order: a merge with the holders replaces
       // the sort (and the sort's pairs, a 16 M-block heap's 256 MB).
       order = [UInt32](unsafeUninitializedCapacity: total) { buffer, count in

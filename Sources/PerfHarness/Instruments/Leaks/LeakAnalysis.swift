@@ -248,13 +248,10 @@ enum LeakAnalysis {
       Self.markReachable(from: seeds, graph: graph, edgeKind: edgeKind, reachable: &reachable)
     }
     let rootNodes = graph.marks.withUnsafeBufferPointer { marks in
-      graph.blockIndex.withUnsafeBufferPointer { blockIndex in
-        (0..<nodeCount).filter {
-          HeapGraph.isRoot(marks[$0]) || (blockIndex.isEmpty ? $0 : Int(blockIndex[$0])) >= graph.recordedCount
-            || HeapGraph.isFreed(marks[$0])
-            || (!notJudged.isEmpty && notJudged.contains(block($0).address))
-        }.map { UInt32($0) }
-      }
+      (0..<nodeCount).filter {
+        HeapGraph.isRoot(marks[$0]) || graph.isHolder($0) || HeapGraph.isFreed(marks[$0])
+          || (!notJudged.isEmpty && notJudged.contains(block($0).address))
+      }.map { UInt32($0) }
     }
     // With retainers described, their breadth-first walk from the roots is the walk for
     // reachability too: a big heap is walked once, not twice.
@@ -471,8 +468,6 @@ enum LeakAnalysis {
   /// Distinct paths kept per type.
   static let retainerPathLimit = 3
 
-  /// The shortest paths from a root to the reachable instances of each Swift class and
-  /// closure context allocated while recording.
   /// Marks what `seeds` reach through edges that keep their target alive. Depth first with
   /// each node's next edge on the stack, not its unvisited targets: an array of millions of
   /// objects would otherwise put all of them on the stack at once (a big heap's peak).
@@ -509,6 +504,8 @@ enum LeakAnalysis {
     }
   }
 
+  /// The shortest paths from a root to the reachable instances of each Swift class and
+  /// closure context allocated while recording.
   /// - Parameter paths: the shortest paths from the roots.
   static func describeRetainers(
     graph: HeapGraph, paths: RetainerPaths, block: (Int) -> RecordedBlock,
