@@ -8,12 +8,12 @@ int index_build(Index *ix, const CPerfHeapScan_Block *blocks, uint64_t count) {
   ix->blocks = blocks;
   ix->count = count;
   if (count == 0) return 0;
-  ix->minStart = blocks[0].start;
+  ix->minStart = block_start(&blocks[0]);
   uint64_t pages = 0, lastPage = UINT64_MAX, largeCount = 0;
   for (uint64_t i = 0; i < count; i++) {
     uint64_t end = block_end(&blocks[i]);
     if (end > ix->maxEnd) ix->maxEnd = end;
-    uint64_t first = blocks[i].start >> PAGE_SHIFT, last = (end - 1) >> PAGE_SHIFT;
+    uint64_t first = block_start(&blocks[i]) >> PAGE_SHIFT, last = (end - 1) >> PAGE_SHIFT;
     if (last - first + 1 > LARGE_PAGES) {
       largeCount++;
       continue;
@@ -36,7 +36,7 @@ int index_build(Index *ix, const CPerfHeapScan_Block *blocks, uint64_t count) {
   // ended in is extended without a probe (a probe per block was most of the build).
   PageEntry *current = NULL;
   for (uint64_t i = 0; i < count; i++) {
-    uint64_t first = blocks[i].start >> PAGE_SHIFT, last = (block_end(&blocks[i]) - 1) >> PAGE_SHIFT;
+    uint64_t first = block_start(&blocks[i]) >> PAGE_SHIFT, last = (block_end(&blocks[i]) - 1) >> PAGE_SHIFT;
     if (last - first + 1 > LARGE_PAGES) {
       ix->large[ix->largeCount++] = (uint32_t)i;
       continue;

@@ -74,7 +74,23 @@ typedef struct {
   uint64_t largeCount, largeBytes;
 } Index;
 
-static inline uint64_t block_end(const CPerfHeapScan_Block *b) { return b->start + (b->size ? b->size : 1); }
+// A block's fields, read from the listing's words.
+static inline uint64_t block_start(const CPerfHeapScan_Block *b) { return b->addressWord & POINTER_MASK; }
+static inline uint64_t block_size(const CPerfHeapScan_Block *b) {
+  uint64_t size = b->sizeWord & CPerfHeapScan_BlockSizeMask;
+  return size > UINT32_MAX ? UINT32_MAX : size;  // only the first 4 GiB are scanned
+}
+static inline uint64_t block_end(const CPerfHeapScan_Block *b) {
+  uint64_t size = block_size(b);
+  return block_start(b) + (size ? size : 1);
+}
+static inline uint64_t block_metadata(const CPerfHeapScan_Block *b) { return b->metadataWord & POINTER_MASK; }
+static inline int block_is_swift_object(const CPerfHeapScan_Block *b) {
+  return (b->sizeWord & CPerfHeapScan_BlockObjectBit) && block_metadata(b) != 0;
+}
+static inline int block_is_holder(const CPerfHeapScan_Block *b) {
+  return (b->sizeWord & CPerfHeapScan_BlockHolderBit) != 0;
+}
 
 static inline uint64_t hash_page(uint64_t page) {
   page ^= page >> 29;
@@ -98,7 +114,7 @@ static inline int64_t index_find(const Index *ix, uint64_t v) {
       int64_t lo = e->lo, hi = e->hi, found = -1;
       while (lo <= hi) {
         int64_t mid = (lo + hi) >> 1;
-        if (blocks[mid].start <= v) {
+        if (block_start(&blocks[mid]) <= v) {
           found = mid;
           lo = mid + 1;
         } else {
@@ -115,7 +131,7 @@ static inline int64_t index_find(const Index *ix, uint64_t v) {
     int64_t lo = 0, hi = (int64_t)ix->largeCount - 1, found = -1;
     while (lo <= hi) {
       int64_t mid = (lo + hi) >> 1;
-      if (blocks[ix->large[mid]].start <= v) {
+      if (block_start(&blocks[ix->large[mid]]) <= v) {
         found = mid;
         lo = mid + 1;
       } else {
@@ -134,9 +150,9 @@ static inline int64_t index_find_near(const Index *ix, uint64_t v, int64_t last)
   if (last >= 0) {
     const CPerfHeapScan_Block *blocks = ix->blocks;
     for (uint64_t b = (uint64_t)last; b <= (uint64_t)last + 1 && b < ix->count; b++) {
-      // Blocks overlapping (flagged not to scan) could hold v too: only a clean hit is taken.
-      if (blocks[b].start <= v && v < block_end(&blocks[b]) && (b + 1 == ix->count || blocks[b + 1].start > v) &&
-          (b == 0 || block_end(&blocks[b - 1]) <= v))
+      // Blocks overlapping (marked not to scan) could hold v too: only a clean hit is taken.
+      if (block_start(&blocks[b]) <= v && v < block_end(&blocks[b]) &&
+          (b + 1 == ix->count || block_start(&blocks[b + 1]) > v) && (b == 0 || block_end(&blocks[b - 1]) <= v))
         return (int64_t)b;
     }
   }
@@ -195,6 +211,8 @@ typedef struct {
   uint64_t layoutCount;
   const uint64_t *layoutBits;
   uint64_t layoutWords;
+  const CPerfHeapScan_ArrayStorage *arrayStorage;  // optional, sorted by metadata
+  uint64_t arrayStorageCount;
 } Scanner;
 
 HEAPSCAN_HIDDEN void scan_root_range(Scanner *sc, uint64_t start, uint64_t end, uint8_t mark, int startsOnly);
@@ -202,7 +220,7 @@ HEAPSCAN_HIDDEN void scan_root_range(Scanner *sc, uint64_t start, uint64_t end, 
 HEAPSCAN_HIDDEN void scan_words(Scanner *sc, const uint64_t *words, uint64_t n, uint8_t mark, int checkSnapshot,
                                 const CPerfHeapScan_Layout *layout, uint64_t first);
 HEAPSCAN_HIDDEN void scan_blocks(Scanner *sc);
-/// Marks blocks outside readable mappings, and weak-reference side tables.
+/// Marks blocks outside readable mappings, overlapping ones, and weak-reference side tables.
 HEAPSCAN_HIDDEN void classify_blocks(Scanner *sc, const Vec *maps);
 
 #endif

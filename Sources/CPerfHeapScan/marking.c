@@ -4,8 +4,8 @@
 
 /// The layout of a Swift object's type, if the caller gave one.
 static inline const CPerfHeapScan_Layout *layout_of(const Scanner *sc, const CPerfHeapScan_Block *blk) {
-  if (!sc->layoutCount || !(blk->flags & CPerfHeapScan_BlockSwiftObject) || blk->size < 16) return NULL;
-  uint64_t metadata = *(const uint64_t *)blk->start;
+  if (!sc->layoutCount || !block_is_swift_object(blk) || block_size(blk) < 16) return NULL;
+  uint64_t metadata = *(const uint64_t *)block_start(blk);
   uint64_t lo = 0, hi = sc->layoutCount;
   while (lo < hi) {
     uint64_t mid = (lo + hi) / 2;
@@ -53,7 +53,7 @@ static inline int unchanged_since_snapshot(Scanner *sc, uint64_t address, uint64
 /// snapshot: written before that block existed, so it is a stale copy of an address
 /// that was reused, not a reference.
 static inline int stale_root_word(Scanner *sc, uint64_t address, uint64_t raw, int64_t target) {
-  if (!sc->snapshot || (sc->ix->blocks[target].flags & CPerfHeapScan_BlockHolder)) return 0;
+  if (!sc->snapshot || block_is_holder(&sc->ix->blocks[target])) return 0;
   if (!unchanged_since_snapshot(sc, address, raw)) return 0;
   sc->staleWords++;
   return 1;
@@ -67,7 +67,7 @@ void scan_root_range(Scanner *sc, uint64_t start, uint64_t end, uint8_t mark, in
     uint64_t v = *(const volatile uint64_t *)a & POINTER_MASK;
     if (v - ix->minStart >= ix->maxEnd - ix->minStart) continue;
     int64_t b = index_find(ix, v);
-    if (b >= 0 && startsOnly && v != ix->blocks[b].start) continue;
+    if (b >= 0 && startsOnly && v != block_start(&ix->blocks[b])) continue;
     if (b >= 0 && !(sc->marks[b] & CPerfHeapScan_MarkFreed)) {
       if (sc->rootSources && !sc->rootSources[b]) sc->rootSources[b] = a;
       sc->marks[b] |= mark;
@@ -82,7 +82,7 @@ void scan_root_range(Scanner *sc, uint64_t start, uint64_t end, uint8_t mark, in
 /// still are: a parked thread may hold only an interior pointer into an object its
 /// caller's frame owns.
 static inline int inside_swift_object(const CPerfHeapScan_Block *target, uint64_t v) {
-  return (target->flags & CPerfHeapScan_BlockSwiftObject) && v != target->start;
+  return block_is_swift_object(target) && v != block_start(target);
 }
 
 void scan_words(Scanner *sc, const uint64_t *words, uint64_t n, uint8_t mark, int checkSnapshot,
@@ -121,6 +121,21 @@ static uint64_t array_live_words(const uint64_t *words, uint64_t n, uint64_t str
   return liveWords < usableWords ? liveWords : usableWords;
 }
 
+/// Whether `metadata` is a Swift array buffer type's; *stride its element stride (0: unknown).
+static int array_storage_of(const Scanner *sc, uint64_t metadata, uint64_t *stride) {
+  uint64_t lo = 0, hi = sc->arrayStorageCount;
+  while (lo < hi) {
+    uint64_t mid = (lo + hi) / 2;
+    if (sc->arrayStorage[mid].metadata < metadata)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  if (lo == sc->arrayStorageCount || sc->arrayStorage[lo].metadata != metadata) return 0;
+  *stride = sc->arrayStorage[lo].stride;
+  return 1;
+}
+
 /// An edge from the block being scanned.
 static inline int push_edge(Scanner *sc, uint32_t target, uint32_t offset) {
   return vec_push_u32(&sc->edgeTargets, target) | vec_push_u32(&sc->edgeOffsets, offset);
@@ -131,18 +146,28 @@ void scan_blocks(Scanner *sc) {
   const CPerfHeapScan_Block *blocks = ix->blocks;
   uint64_t lo = ix->minStart, span = ix->maxEnd - ix->minStart;
   int64_t near = -1;  // the block the last word named
+  // Neighbours in memory are mostly of one type: the last type's array lookup is reused.
+  uint64_t lastMetadata = 0, lastStride = 0;
+  int lastIsArray = 0;
   for (uint64_t i = 0; i < ix->count; i++) {
     sc->edgeStart[i] = (uint32_t)sc->edgeTargets.count;
     const CPerfHeapScan_Block *blk = &blocks[i];
-    if ((blk->flags & CPerfHeapScan_BlockNoScan) ||
-        (sc->marks[i] & (CPerfHeapScan_MarkSideTable | CPerfHeapScan_MarkUnreadable | CPerfHeapScan_MarkFreed)))
+    if (sc->marks[i] & (CPerfHeapScan_MarkSideTable | CPerfHeapScan_MarkUnreadable | CPerfHeapScan_MarkFreed |
+                        CPerfHeapScan_MarkOverlapping))
       continue;
-    const uint64_t *words = (const uint64_t *)blk->start;
-    uint64_t n = blk->size / 8;
-    int swift = (blk->flags & CPerfHeapScan_BlockSwiftObject) != 0;
-    if ((blk->flags & CPerfHeapScan_BlockArrayStorage) && n >= 4 && !(sc->marks[i] & CPerfHeapScan_MarkUnreadable))
-      n = array_live_words(words, n, blk->flags >> CPerfHeapScan_BlockStrideShift);
-    if (blk->flags & CPerfHeapScan_BlockHolder) {
+    const uint64_t *words = (const uint64_t *)block_start(blk);
+    uint64_t n = block_size(blk) / 8;
+    int swift = block_is_swift_object(blk);
+    if (swift && sc->arrayStorageCount) {
+      uint64_t metadata = block_metadata(blk);
+      if (metadata != lastMetadata) {
+        lastMetadata = metadata;
+        lastStride = 0;
+        lastIsArray = array_storage_of(sc, metadata, &lastStride);
+      }
+      if (lastIsArray && n >= 4) n = array_live_words(words, n, lastStride);
+    }
+    if (block_is_holder(blk)) {
       // Word 1 of an object is its refcount: never a pointer worth following here.
       // Only a Swift object's words are checked against the snapshot: its references are
       // counted, so a word naming freed memory is never a reference that will be rewritten
@@ -181,7 +206,7 @@ void scan_blocks(Scanner *sc) {
         continue;
       }
       uint32_t flags = 0;
-      if (v != blocks[b].start) {
+      if (v != block_start(&blocks[b])) {
         if ((uint64_t)b == i) continue;  // interior self-pointer (e.g. dictionary storage)
         if (inside_swift_object(&blocks[b], v)) continue;
         flags |= CPerfHeapScan_EdgeInterior;
@@ -199,24 +224,29 @@ void classify_blocks(Scanner *sc, const Vec *maps) {
   const Index *ix = sc->ix;
   const CPerfHeapScan_Block *blocks = ix->blocks;
   const Mapping *m = maps->data;
-  uint64_t mi = 0;
+  uint64_t mi = 0, previousEnd = 0;
   for (uint64_t i = 0; i < ix->count; i++) {
-    uint64_t start = blocks[i].start, end = start + blocks[i].size;
+    uint64_t start = block_start(&blocks[i]), size = block_size(&blocks[i]), end = start + size;
+    // Overlapping blocks (should not happen) would break the index: the later ones are not
+    // scanned.
+    if (i > 0 && start < previousEnd) sc->marks[i] |= CPerfHeapScan_MarkOverlapping;
+    previousEnd = end;
     while (mi < maps->count && m[mi].end <= start) mi++;
     // Adjacent readable mappings may hold one block (e.g. a heap extended in place).
     uint64_t j = mi, covered = start;
     while (j < maps->count && m[j].start <= covered && m[j].readable && covered < end) covered = m[j++].end;
-    if (covered < end && blocks[i].size > 0) sc->marks[i] |= CPerfHeapScan_MarkUnreadable;
+    if (covered < end && size > 0) sc->marks[i] |= CPerfHeapScan_MarkUnreadable;
   }
   for (uint64_t i = 0; i < ix->count; i++) {
-    if (!(blocks[i].flags & CPerfHeapScan_BlockSwiftObject) || blocks[i].size < 16) continue;
+    if (!block_is_swift_object(&blocks[i]) || block_size(&blocks[i]) < 16) continue;
     if (sc->marks[i] & CPerfHeapScan_MarkUnreadable) continue;
-    uint64_t rc = ((const uint64_t *)blocks[i].start)[1];
+    uint64_t object = block_start(&blocks[i]);
+    uint64_t rc = ((const uint64_t *)object)[1];
     if ((rc >> 62) != 3) continue;
     uint64_t table = (rc & ~(3ull << 62)) << 3;
     int64_t st = index_find(ix, table);
-    if (st < 0 || blocks[st].start != table || blocks[st].size < 8) continue;
+    if (st < 0 || block_start(&blocks[st]) != table || block_size(&blocks[st]) < 8) continue;
     if (sc->marks[st] & CPerfHeapScan_MarkUnreadable) continue;
-    if (*(const uint64_t *)table == blocks[i].start) sc->marks[st] |= CPerfHeapScan_MarkSideTable;
+    if (*(const uint64_t *)table == object) sc->marks[st] |= CPerfHeapScan_MarkSideTable;
   }
 }

@@ -28,6 +28,10 @@ static int32_t scan_impl(const CPerfHeapScan_Block *blocks, uint64_t count, cons
     sc.layoutCount = options->layoutCount;
     sc.layoutBits = options->layoutBits;
   }
+  if (options && options->arrayStorage) {
+    sc.arrayStorage = options->arrayStorage;
+    sc.arrayStorageCount = options->arrayStorageCount;
+  }
   sc.edgeTargets.elementSize = sc.edgeOffsets.elementSize = sizeof(uint32_t);
   Vec maps = {0}, segments = {.elementSize = sizeof(Range)}, tids = {0};
   int32_t status = 0;
@@ -152,7 +156,7 @@ static int32_t scan_impl(const CPerfHeapScan_Block *blocks, uint64_t count, cons
     for (uint64_t i = 0; freed && i < logged; i++) {
       if (freed[i] - ix.minStart >= ix.maxEnd - ix.minStart) continue;  // no block there
       int64_t b = index_find(&ix, freed[i]);
-      if (b >= 0 && ix.blocks[b].start == freed[i] && !(sc.marks[b] & CPerfHeapScan_MarkFreed)) {
+      if (b >= 0 && block_start(&ix.blocks[b]) == freed[i] && !(sc.marks[b] & CPerfHeapScan_MarkFreed)) {
         sc.marks[b] |= CPerfHeapScan_MarkFreed;
         result->freedBlocks++;
       }
@@ -243,7 +247,7 @@ static int32_t scan_impl(const CPerfHeapScan_Block *blocks, uint64_t count, cons
     }
     scan_blocks(&sc);
     for (uint64_t i = 0; i < count; i++)
-      if (!(sc.marks[i] & CPerfHeapScan_MarkUnreadable)) result->scannedBytes += blocks[i].size;
+      if (!(sc.marks[i] & CPerfHeapScan_MarkUnreadable)) result->scannedBytes += block_size(&blocks[i]);
     if (sc.failed) {
       status = ENOMEM;
       result->call = "mremap (edges)";

@@ -172,10 +172,9 @@ int32_t CPerfHeapScan_takeSnapshot(uint64_t (*liveBlocks)(uint64_t *pairs, uint6
   for (uint64_t i = 0; i < n; i++) {
     uint64_t start = pairs[2 * i], size = pairs[2 * i + 1];
     if (start < lastEnd) continue;  // overlapping (should not happen): keep the first
-    blocks[kept].start = start;
-    blocks[kept].size = size > UINT32_MAX ? UINT32_MAX : (uint32_t)size;
-    blocks[kept].flags = 0;
-    lastEnd = start + blocks[kept].size;
+    size = size > UINT32_MAX ? UINT32_MAX : size;
+    blocks[kept] = (CPerfHeapScan_Block){.addressWord = start, .sizeWord = size};
+    lastEnd = start + size;
     kept++;
   }
   if (index_build(&ix, blocks, kept) != 0) {
@@ -185,7 +184,8 @@ int32_t CPerfHeapScan_takeSnapshot(uint64_t (*liveBlocks)(uint64_t *pairs, uint6
   // What is snapshotted: every live block.
   uint64_t totalWords = 0;
   for (uint64_t i = 0; i < kept; i++) {
-    CPerfHeapScan_SnapshotRange r = {blocks[i].start, blocks[i].start + (blocks[i].size & ~7u), totalWords};
+    uint64_t start = block_start(&blocks[i]);
+    CPerfHeapScan_SnapshotRange r = {start, start + (block_size(&blocks[i]) & ~7ull), totalWords};
     if (r.end <= r.start) continue;
     if (vec_push(&ranges, &r) != 0) {
       status = ENOMEM;

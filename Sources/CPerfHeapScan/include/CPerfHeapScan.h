@@ -11,7 +11,7 @@
 // heap word pointing inside a Swift object rather than at its start is no reference: ARC
 // references name the object's start).
 //
-// Swift awareness: blocks flagged CPerfHeapScan_BlockSwiftObject skip word 1 (refcount).
+// Swift awareness: Swift objects (CPerfHeapScan_BlockObjectBit) skip word 1 (refcount).
 // When that word reads bit63|bit62|(sideTable >> 3) and sideTable is a live block whose
 // word 0 points back at the object, that block is the object's weak-reference side
 // table: it is not scanned, edges into it are marked CPerfHeapScan_EdgeWeak and the
@@ -27,36 +27,40 @@
 extern "C" {
 #endif
 
-enum {
-  /// A Swift heap object: word 0 is metadata, word 1 the refcount (never scanned).
-  CPerfHeapScan_BlockSwiftObject = 1,
-  /// Do not scan this block's words.
-  CPerfHeapScan_BlockNoScan = 2,
-  /// A holder: its words are roots (the blocks they point to get
-  /// CPerfHeapScan_MarkHeldByHolder) and it has no edges of its own. The leaks instrument
-  /// passes the blocks allocated before the recording this way: they cannot be reported,
-  /// but whatever they hold is alive.
-  CPerfHeapScan_BlockHolder = 4,
-  /// A Swift array buffer (header: metadata, refcount, count, capacity << 1 | flag; then
-  /// the elements): only the header and the first `count` elements are scanned, since the
-  /// spare capacity holds stale words. The element stride is the flags' top 16 bits
-  /// (CPerfHeapScan_BlockStrideShift); where they are 0 (unknown) it is bounded from above
-  /// by the glibc chunk size over the capacity, so no live element is skipped.
-  CPerfHeapScan_BlockArrayStorage = 8,
-};
-
-/// A CPerfHeapScan_BlockArrayStorage block's element stride in bytes: flags >> this
-/// (0: unknown). With it, the words past the last element are never read: in the chunk's
-/// slack beyond the bytes asked for they are stale, and one naming a leaked object kept
-/// it "reachable".
-#define CPerfHeapScan_BlockStrideShift 16
-
-/// 16 bytes per block.
+/// A block in the words of the allocation recorder's listing (CPerfAlloc_Block), so that a
+/// big heap's listing is scanned where it lies: a copy of 16 M blocks was 256 MB of fresh
+/// pages and a tenth of the check. 24 bytes per block.
 typedef struct CPerfHeapScan_Block {
-  uint64_t start;
-  uint32_t size;   // bytes; larger blocks are clamped (only the first 4 GiB are scanned)
-  uint32_t flags;  // CPerfHeapScan_Block*
+  /// The start address in the low 48 bits (the top 16 bits are the caller's).
+  uint64_t addressWord;
+  /// A Swift object's metadata pointer in the low 48 bits, else 0 (top 16: the caller's).
+  uint64_t metadataWord;
+  /// The size in bytes (CPerfHeapScan_BlockSizeMask; only the first 4 GiB are scanned),
+  /// CPerfHeapScan_BlockHolderBit and CPerfHeapScan_BlockObjectBit (top 16: the caller's).
+  uint64_t sizeWord;
 } CPerfHeapScan_Block;
+
+static const uint64_t CPerfHeapScan_BlockSizeMask = (1ull << 46) - 1;
+/// A holder: its words are roots (the blocks they point to get
+/// CPerfHeapScan_MarkHeldByHolder) and it has no edges of its own. The leaks instrument
+/// passes the blocks allocated before the recording this way (the recorder's listing flags
+/// them with this bit): they cannot be reported, but whatever they hold is alive.
+static const uint64_t CPerfHeapScan_BlockHolderBit = 1ull << 46;
+/// With a non-zero metadata pointer: a Swift heap object (word 0 is metadata, word 1 the
+/// refcount, never scanned).
+static const uint64_t CPerfHeapScan_BlockObjectBit = 1ull << 47;
+
+/// The metadata of a Swift array buffer type (header: metadata, refcount, count,
+/// capacity << 1 | flag; then the elements): only the header and the first `count`
+/// elements of such a block are scanned, since the spare capacity holds stale words. With
+/// the element stride, the words past the last element are never read: in the chunk's
+/// slack beyond the bytes asked for they are stale, and one naming a leaked object kept it
+/// "reachable". Where the stride is 0 (unknown) it is bounded from above by the glibc chunk
+/// size over the capacity, so no live element is skipped.
+typedef struct CPerfHeapScan_ArrayStorage {
+  uint64_t metadata;
+  uint64_t stride;
+} CPerfHeapScan_ArrayStorage;
 
 enum {
   /// An edge offset's mask: byte offset of the pointer inside the source block.
@@ -75,9 +79,11 @@ enum {
   CPerfHeapScan_MarkStackRoot = 2,      // pointed to from a stack or registers
   CPerfHeapScan_MarkSideTable = 4,      // a Swift weak-reference side table
   CPerfHeapScan_MarkUnreadable = 8,     // not inside a readable mapping: not scanned
-  CPerfHeapScan_MarkHeldByHolder = 16,  // pointed to from a CPerfHeapScan_BlockHolder block
+  CPerfHeapScan_MarkHeldByHolder = 16,  // pointed to from a holder (CPerfHeapScan_BlockHolderBit)
   CPerfHeapScan_MarkFreed = 32,         // freed since the listing (options->freedSinceListing):
                                         // neither scanned nor pointed to
+  CPerfHeapScan_MarkOverlapping = 64,   // starts inside the block before it (should not happen):
+                                        // not scanned
 };
 
 /// One snapshotted address range: words [start, end) are words[firstWord...].
@@ -149,7 +155,7 @@ typedef struct CPerfHeapScan_Options {
   /// alive lives in objects (holders), not in its frames, while the frames hold stale
   /// words, and a stale word whose address was reused reads as a root.
   int32_t skipCallerStack;
-  /// Optional: taken when the blocks not flagged CPerfHeapScan_BlockHolder did not exist
+  /// Optional: taken when the blocks not flagged CPerfHeapScan_BlockHolderBit did not exist
   /// yet. Words of Swift-object holders that still hold their snapshot value are not
   /// references to those blocks (counted in result->staleWords).
   const CPerfHeapScan_Snapshot *snapshot;
@@ -163,6 +169,9 @@ typedef struct CPerfHeapScan_Options {
   const CPerfHeapScan_Layout *layouts;
   uint64_t layoutCount;
   const uint64_t *layoutBits;
+  /// Optional: the Swift array buffer types, sorted by metadata.
+  const CPerfHeapScan_ArrayStorage *arrayStorage;
+  uint64_t arrayStorageCount;
 } CPerfHeapScan_Options;
 
 /// One of a result's mmap'd arrays. The caller may take one over (and later munmap
@@ -202,7 +211,8 @@ typedef struct CPerfHeapScan_Result {
   const char *call;
 } CPerfHeapScan_Result;
 
-/// Scans the graph. `blocks` must be sorted by start and not overlap. Returns 0, or an
+/// Scans the graph. `blocks` must be sorted by start (one that starts inside the block
+/// before it is marked CPerfHeapScan_MarkOverlapping and not scanned). Returns 0, or an
 /// errno value with result->call naming the failing call. Always call
 /// CPerfHeapScan_freeResult afterwards.
 int32_t CPerfHeapScan_scan(const CPerfHeapScan_Block *blocks, uint64_t count, const CPerfHeapScan_Options *options,

@@ -98,6 +98,11 @@ extension RecordedBlock {
     sizeWord = block.sizeWord & ~CPerfAlloc_BlockPreexistingBit
   }
 
+  /// The block as the recorder's listing writes it.
+  var listingWords: CPerfAlloc_Block {
+    CPerfAlloc_Block(addressWord: addressWord, metadataWord: metadataWord, sizeWord: sizeWord)
+  }
+
   /// Whether an array of these can take the recorder's listing as it is
   /// (`CPerfAlloc_stopInto`): the same words in the same places.
   static let hasListingLayout =

@@ -139,21 +139,36 @@ struct HeapGraph {
     var leavesOutFreedBlocks = false
   }
 
+  /// Whether the recorder's listing is, word for word, what the C scan reads.
+  static let scansListingInPlace =
+    RecordedBlock.hasListingLayout && MemoryLayout<CPerfAlloc_Block>.stride == MemoryLayout<CPerfHeapScan_Block>.stride
+    && MemoryLayout<CPerfAlloc_Block>.offset(of: \.addressWord)
+      == MemoryLayout<CPerfHeapScan_Block>.offset(of: \.addressWord)
+    && MemoryLayout<CPerfAlloc_Block>.offset(of: \.metadataWord)
+      == MemoryLayout<CPerfHeapScan_Block>.offset(of: \.metadataWord)
+    && MemoryLayout<CPerfAlloc_Block>.offset(of: \.sizeWord) == MemoryLayout<CPerfHeapScan_Block>.offset(of: \.sizeWord)
+
+  /// The order of the scan's blocks and, unless the listing is scanned where it lies (in
+  /// address order, no holders: a big heap's case), the blocks in that order with the
+  /// holders flagged.
   @inline(never)
   private static func prepare(
-    _ blocks: [RecordedBlock], holders: [RecordedBlock], arrayStorage: [UInt: Int]
-  ) -> ([UInt32], [CPerfHeapScan_Block]) {
+    _ blocks: [RecordedBlock], holders: [RecordedBlock]
+  ) -> (order: [UInt32], copy: [CPerfHeapScan_Block]?) {
     let recordedCount = blocks.count
     let total = blocks.count + holders.count
     func block(_ index: Int) -> RecordedBlock {
       index < recordedCount ? blocks[index] : holders[index - recordedCount]
     }
     func isSorted(_ list: [RecordedBlock]) -> Bool {
-      list.indices.dropFirst().allSatisfy { list[$0 - 1].address <= list[$0].address }
+      list.withUnsafeBufferPointer { list in
+        list.indices.dropFirst().allSatisfy { list[$0 - 1].address <= list[$0].address }
+      }
     }
     let order: [UInt32]
     let blocksSorted = isSorted(blocks)
     if holders.isEmpty && blocksSorted {
+      if scansListingInPlace { return ([], nil) }
       order = []  // the blocks in their own order
     } else if blocksSorted && isSorted(holders) {
       // The recorder lists its blocks in address order: a merge with the holders replaces
@@ -185,48 +200,26 @@ struct HeapGraph {
       keyed.sort { $0.address < $1.address || ($0.address == $1.address && $0.index < $1.index) }
       order = keyed.map(\.index)
     }
-    // Neighbours in memory are mostly of one type: the last type's flags are reused rather
-    // than looked up again (a lookup per block was a tenth of a big heap's analysis). One
-    // pass through raw buffers: the checked accesses and a second pass for overlaps were
-    // most of the 170 ms this took for 16 M blocks.
-    var lastMetadata: UInt = 0
-    var lastFlags: UInt32 = 0
-    let cBlocks = [CPerfHeapScan_Block](unsafeUninitializedCapacity: total) { buffer, count in
+    let copy = [CPerfHeapScan_Block](unsafeUninitializedCapacity: total) { buffer, count in
       blocks.withUnsafeBufferPointer { listed in
         holders.withUnsafeBufferPointer { held in
           order.withUnsafeBufferPointer { order in
-            var previousEnd: UInt64 = 0
             for position in 0..<total {
               let index = order.isEmpty ? position : Int(order[position])
-              let block = index < recordedCount ? listed[index] : held[index - recordedCount]
-              var flags: UInt32 = 0
-              if block.isSwiftObject && block.metadata != 0 {
-                if block.metadata != lastMetadata {
-                  lastMetadata = block.metadata
-                  lastFlags = UInt32(CPerfHeapScan_BlockSwiftObject)
-                  if let stride = arrayStorage[block.metadata] {
-                    lastFlags |= UInt32(CPerfHeapScan_BlockArrayStorage)
-                    if stride > 0, stride <= 0xFFFF { lastFlags |= UInt32(stride) << CPerfHeapScan_BlockStrideShift }
-                  }
-                }
-                flags = lastFlags
-              }
-              if index >= recordedCount { flags |= UInt32(CPerfHeapScan_BlockHolder) }
-              let start = UInt64(block.address)
-              let size = UInt32(clamping: block.size)
-              // Overlapping blocks (should not happen) would break the index: the later ones
-              // are not scanned.
-              if position > 0 && start < previousEnd { flags |= UInt32(CPerfHeapScan_BlockNoScan) }
-              previousEnd = start + UInt64(size)
+              let isHolder = index >= recordedCount
+              let words = (isHolder ? held[index - recordedCount] : listed[index]).listingWords
+              let holderBit = isHolder ? CPerfHeapScan_BlockHolderBit : 0
               (buffer.baseAddress! + position).initialize(
-                to: CPerfHeapScan_Block(start: start, size: size, flags: flags))
+                to: CPerfHeapScan_Block(
+                  addressWord: words.addressWord, metadataWord: words.metadataWord,
+                  sizeWord: words.sizeWord & ~CPerfHeapScan_BlockHolderBit | holderBit))
             }
           }
         }
       }
       count = total
     }
-    return (order, cBlocks)
+    return (order, copy)
   }
 
   /// Freed since the listing: gone, so neither leaked nor reachable.
@@ -255,7 +248,9 @@ struct HeapGraph {
     // Everything that handles block addresses runs in callees whose frames the C scan
     // scrubs: this frame holds no address a conservative stack scan could mistake for a root.
     let recordedCount = blocks.count
-    var (order, cBlocks) = prepare(blocks, holders: holders, arrayStorage: arrayStorage)
+    var (order, copy) = prepare(blocks, holders: holders)
+    let arrayTypes = arrayStorage.map { CPerfHeapScan_ArrayStorage(metadata: UInt64($0.key), stride: UInt64($0.value)) }
+      .sorted { $0.metadata < $1.metadata }
     // prepare's frames (block addresses in spill slots) lie where the C scan's frame will:
     // zero them first, or its padding may carry one into the scan as a stack root.
     CPerfHeapScan_scrubStack(65536)
@@ -264,7 +259,8 @@ struct HeapGraph {
       signalNumber: options.signalNumber, parkTimeoutMs: options.parkTimeoutMilliseconds,
       recordRootSources: options.recordRootSources ? 1 : 0, skipCallerStack: options.scanCallerStack ? 0 : 1,
       snapshot: nil, freedSinceListing: options.leavesOutFreedBlocks ? CPerfAlloc_watchedFrees : nil,
-      layouts: nil, layoutCount: UInt64(layouts.entries.count), layoutBits: nil)
+      layouts: nil, layoutCount: UInt64(layouts.entries.count), layoutBits: nil, arrayStorage: nil, arrayStorageCount: 0
+    )
     var result = CPerfHeapScan_Result()
     let status = withExtendedLifetime(options.snapshot) {
       withUnsafePointer(to: options.snapshot?.raw ?? CPerfHeapScan_Snapshot()) { snapshot in
@@ -273,8 +269,19 @@ struct HeapGraph {
           layouts.bits.withUnsafeBufferPointer { bits in
             cOptions.layouts = entries.baseAddress
             cOptions.layoutBits = bits.baseAddress
-            return cBlocks.withUnsafeBufferPointer { buffer in
-              CPerfHeapScan_scan(buffer.baseAddress, UInt64(buffer.count), &cOptions, &result)
+            return arrayTypes.withUnsafeBufferPointer { arrayTypes in
+              cOptions.arrayStorage = arrayTypes.baseAddress
+              cOptions.arrayStorageCount = UInt64(arrayTypes.count)
+              if let copy {
+                return copy.withUnsafeBufferPointer { buffer in
+                  CPerfHeapScan_scan(buffer.baseAddress, UInt64(buffer.count), &cOptions, &result)
+                }
+              }
+              return blocks.withUnsafeBufferPointer { listed in
+                listed.withMemoryRebound(to: CPerfHeapScan_Block.self) { buffer in
+                  CPerfHeapScan_scan(buffer.baseAddress, UInt64(buffer.count), &cOptions, &result)
+                }
+              }
             }
           }
         }
@@ -284,17 +291,20 @@ struct HeapGraph {
     guard status == 0 else {
       throw HeapScanError(call: result.call.map { String(cString: $0) } ?? "scan", errnoValue: status)
     }
-    let scannerBytes = Int(result.extraBytes) + cBlocks.count * MemoryLayout<CPerfHeapScan_Block>.stride
-
-    let nodeCount = cBlocks.count
-    cBlocks = []
+    let nodeCount = copy?.count ?? blocks.count
+    let scannerBytes = Int(result.extraBytes) + (copy?.count ?? 0) * MemoryLayout<CPerfHeapScan_Block>.stride
+    copy = nil
     // The edges stay where the scan wrote them, in the form the graph reads.
     let edgeStart = GraphColumn(taking: &result.edgeStart)
     let edgeTarget = GraphColumn(taking: &result.edgeTargets)
     let edgeOffset = GraphColumn(taking: &result.edgeOffsets)
     var rootSources: [Int: UInt] = [:]
-    if let sources = result.rootSources {
-      for node in 0..<nodeCount where sources[node] != 0 { rootSources[node] = UInt(sources[node]) }
+    if let sources = result.rootSources, let marks = result.marks {
+      // A source is written with a root's mark: the marks say which to read, and the
+      // sources' pages no root touched are never mapped (16 M blocks: 128 MB).
+      for node in 0..<nodeCount where isRoot(marks[node]) && sources[node] != 0 {
+        rootSources[node] = UInt(sources[node])
+      }
     }
     let marks = result.marks.map { Array(UnsafeBufferPointer(start: $0, count: nodeCount)) } ?? []
     return HeapGraph(
