@@ -21,17 +21,18 @@ enum DispatchContinuationCache {
     graph: HeapGraph, block: (Int) -> RecordedBlock, allocator: (Int) -> String?
   ) -> [Int] {
     let nodeCount = graph.nodeCount
-    var isContinuation = [Bool](repeating: false, count: nodeCount)
-    var any = false
+    // Made at the first continuation: a heap without one (16 M objects) needs no array as
+    // long as its nodes.
+    var isContinuation: [Bool] = []
     for node in 0..<nodeCount where !graph.isHolder(node) && !HeapGraph.isFreed(graph.marks[node]) {
       let candidate = block(node)
       guard !candidate.isSwiftObject, candidate.size == continuationBytes, candidate.stackID != 0 else { continue }
       if allocator(node)?.hasPrefix(allocatorPrefix) == true {
+        if isContinuation.isEmpty { isContinuation = [Bool](repeating: false, count: nodeCount) }
         isContinuation[node] = true
-        any = true
       }
     }
-    guard any else { return [] }
+    guard !isContinuation.isEmpty else { return [] }
     // Whether anything but a continuation names each one (continuations' own words are as
     // stale as the contexts they hold: cached ones keep the links of earlier cache states).
     var namedOtherwise = [Bool](repeating: false, count: nodeCount)

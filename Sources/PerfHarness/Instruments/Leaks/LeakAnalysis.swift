@@ -243,7 +243,9 @@ enum LeakAnalysis {
     // to a captured variable costs (most of a 16 M-block heap's reachability walk).
     let edgeKind = kinds
 
-    var reachable = [Bool](repeating: false, count: nodeCount)
+    // From the paths' walk, or made for markReachable's: one array as long as the nodes,
+    // not one of each (16 MB at 16 M blocks).
+    var reachable: [Bool] = []
     func markReachable(from seeds: [UInt32]) {
       Self.markReachable(from: seeds, graph: graph, edgeKind: edgeKind, reachable: &reachable)
     }
@@ -260,6 +262,7 @@ enum LeakAnalysis {
     if let paths {
       reachable = paths.parentEdge.map { $0 != RetainerPaths.unreached }
     } else {
+      reachable = [Bool](repeating: false, count: nodeCount)
       markReachable(from: rootNodes)
     }
 
