@@ -180,10 +180,15 @@ extension ProcessWideRecording {
     /// not fit there, into memory of the recorder's own, copied a chunk at a time, each
     /// chunk's pages given back as it is done: either way every block of a listing that spans
     /// many chunks is listed whole, none read from a page already given back.
-    @Test(arguments: [false, true]) func aListingOfManyChunksIsListedWhole(copied: Bool) throws {
+    /// Listed into the array, its pages are also populated ahead on a second thread when
+    /// the listing is big (here: whatever its size).
+    @Test(arguments: [(false, false), (true, false), (false, true)])
+    func aListingOfManyChunksIsListedWhole(copied: Bool, populatedAhead: Bool) throws {
       let room = AllocationRecorder.listingRoom
       if copied { AllocationRecorder.listingRoom = { _ in 0 } }
       defer { AllocationRecorder.listingRoom = room }
+      let threshold = CPerfAlloc_setPopulateAheadBytes(populatedAhead ? 0 : UInt64.max)
+      defer { CPerfAlloc_setPopulateAheadBytes(threshold) }
       let recorder = try AllocationRecorder.start(mode: .countsOnly)
       let kept = (0..<300_000).map { _ in AllocProbeListed() }
       let recording = recorder.stop()

@@ -179,6 +179,9 @@ int32_t CPerfAlloc_stop(CPerfAlloc_Error *error);
 /// a caller that keeps the listing in its own array is spared a copy of it (a big heap's
 /// listing is hundreds of megabytes). `out` must outlive the snapshot.
 int32_t CPerfAlloc_stopInto(CPerfAlloc_Block *out, uint64_t capacity, CPerfAlloc_Error *error);
+/// The size of a listing into the caller's memory from which a second thread populates its
+/// pages ahead of the stop's writes (32 MiB unless set; tests set 0). Returns the previous.
+uint64_t CPerfAlloc_setPopulateAheadBytes(uint64_t bytes);
 
 /// True while a session records.
 int32_t CPerfAlloc_isRecording(void);
