@@ -13,6 +13,41 @@
 
 #include "CPerfSupportInline.h"
 
+// MARK: - The output arrays, populated while the index is built
+
+// The marks, the edge starts and the edge columns' first `count` entries are populated on a
+// second thread while this one builds the block index: their first touches (the kernel
+// clearing 200 MB for 16 M blocks) were on the scan's path. Joined before any thread parks.
+#define POPULATE_MIN_BLOCKS (1u << 20)
+
+typedef struct {
+  void *start[4];
+  uint64_t bytes[4];
+} PopulateJob;
+
+static void *populate_thread(void *context) {
+  PopulateJob *job = context;
+  for (int i = 0; i < 4; i++)
+    if (job->start[i]) (void)madvise(job->start[i], job->bytes[i], MADV_POPULATE_WRITE);
+  return NULL;
+}
+
+/// An edge column with room for `capacity` entries from the start (0 if it could not map).
+static void reserve_column(Vec *v, uint64_t capacity) {
+  uint64_t bytes = round_page(capacity * v->elementSize);
+  v->data = map_bytes(bytes);
+  v->capacity = v->data ? bytes / v->elementSize : 0;
+}
+
+static int start_populating(PopulateJob *job, pthread_t *thread) {
+  sigset_t all, previous;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &previous);
+  int started = pthread_create(thread, NULL, populate_thread, job) == 0;
+  pthread_sigmask(SIG_SETMASK, &previous, NULL);
+  return started;
+}
+
 static int32_t scan_impl(const CPerfHeapScan_Block *blocks, uint64_t count, const CPerfHeapScan_Options *options,
                          int32_t callerTid, uint64_t callerFramesTop, CPerfHeapScan_Result *result) {
   int skipCallerStack = options ? options->skipCallerStack : 0;
@@ -59,8 +94,23 @@ static int32_t scan_impl(const CPerfHeapScan_Block *blocks, uint64_t count, cons
     result->rootSources = map_bytes(round_page(count * sizeof(uint64_t)));
     sc.rootSources = result->rootSources;
   }
-  if (index_build(&ix, blocks, count) != 0) {
-    status = errno;
+  PopulateJob populate = {{0}};
+  pthread_t populator;
+  int populating = 0;
+  if (count >= POPULATE_MIN_BLOCKS) {
+    // Most big heaps have about an edge a block (an array of objects: one per element).
+    reserve_column(&sc.edgeTargets, count);
+    reserve_column(&sc.edgeOffsets, count);
+    populate = (PopulateJob){{result->marks, result->edgeStart.data, sc.edgeTargets.data, sc.edgeOffsets.data},
+                             {round_page(count), result->edgeStart.bytes, sc.edgeTargets.capacity * sizeof(uint32_t),
+                              sc.edgeOffsets.capacity * sizeof(uint32_t)}};
+    populating = start_populating(&populate, &populator);
+  }
+  int indexed = index_build(&ix, blocks, count);
+  int indexErrno = errno;
+  if (populating) pthread_join(populator, NULL);
+  if (indexed != 0) {
+    status = indexErrno;
     result->call = "mmap (block index)";
     goto done;
   }
