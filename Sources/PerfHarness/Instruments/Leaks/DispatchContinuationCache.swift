@@ -66,6 +66,15 @@ enum DispatchContinuationCache {
     return cached
   }
 
+  /// Whether a cached continuation's word naming `node` still names it: a block libdispatch
+  /// copied (a handler it has not released yet) is what a continuation's context names, and
+  /// only a continuation cached before the release names it while the release is under way.
+  /// A stale context names what malloc put at the freed job's address: the program's own
+  /// blocks, not copied blocks.
+  static func isStillNamed(_ node: Int, allocator: (Int) -> String?) -> Bool {
+    allocator(node) == "_Block_copy"
+  }
+
   private static func link(of node: Int, graph: HeapGraph, isContinuation: [Bool]) -> Int? {
     for edge in Int(graph.edgeStart[node])..<Int(graph.edgeStart[node + 1])
     where graph.edgeOffset[edge] & UInt32(CPerfHeapScan_EdgeOffsetMask) == 16 {

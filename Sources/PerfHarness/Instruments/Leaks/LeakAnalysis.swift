@@ -234,7 +234,9 @@ enum LeakAnalysis {
     }
     for node in DispatchContinuationCache.cachedNodes(graph: graph, block: block, allocator: allocator) {
       for edge in Int(graph.edgeStart[node])..<Int(graph.edgeStart[node + 1])
-      where graph.edgeOffset[edge] & UInt32(CPerfHeapScan_EdgeOffsetMask) != 16 {
+      where graph.edgeOffset[edge] & UInt32(CPerfHeapScan_EdgeOffsetMask) != 16
+        && !DispatchContinuationCache.isStillNamed(Int(graph.edgeTarget[edge]), allocator: allocator)
+      {
         kinds[edge] = .notAReference
       }
     }
