@@ -335,12 +335,7 @@ static bool startPopulating(PopulateAhead *p, pthread_t *thread, void *listing, 
   p->bytes = (uintptr_t)listing + bytes - start;
   atomic_store(&p->written, 0);
   atomic_store(&p->done, 0);
-  sigset_t all, previous;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &previous);
-  bool started = create(thread, NULL, populateAhead, p) == 0;
-  pthread_sigmask(SIG_SETMASK, &previous, NULL);
-  return started;
+  return CPerfSupport_startQuietThread(create, thread, populateAhead, p);
 }
 
 int32_t CPerfAlloc_stop(CPerfAlloc_Error *error) { return CPerfAlloc_stopInto(NULL, 0, error); }

@@ -2,17 +2,29 @@
 // side turns into the heap graph).
 #include "heap_scan_internal.h"
 
-/// The layout the caller gave for `metadata`'s type, if any.
-static const CPerfHeapScan_Layout *layout_find(const Scanner *sc, uint64_t metadata) {
-  uint64_t lo = 0, hi = sc->layoutCount;
+#include <stddef.h>
+
+_Static_assert(offsetof(CPerfHeapScan_Layout, metadata) == 0 && offsetof(CPerfHeapScan_ArrayStorage, metadata) == 0,
+               "find_by_metadata reads an entry's metadata first");
+
+/// The entry for `metadata` in a table sorted by metadata, each entry `stride` bytes with
+/// its metadata first (the layouts, the array buffer types), or NULL.
+static const void *find_by_metadata(const void *table, uint64_t count, size_t stride, uint64_t metadata) {
+  uint64_t lo = 0, hi = count;
   while (lo < hi) {
     uint64_t mid = (lo + hi) / 2;
-    if (sc->layouts[mid].metadata < metadata)
+    if (*(const uint64_t *)((const char *)table + mid * stride) < metadata)
       lo = mid + 1;
     else
       hi = mid;
   }
-  return lo < sc->layoutCount && sc->layouts[lo].metadata == metadata ? &sc->layouts[lo] : NULL;
+  const void *entry = (const char *)table + lo * stride;
+  return lo < count && *(const uint64_t *)entry == metadata ? entry : NULL;
+}
+
+/// The layout the caller gave for `metadata`'s type, if any.
+static const CPerfHeapScan_Layout *layout_find(const Scanner *sc, uint64_t metadata) {
+  return find_by_metadata(sc->layouts, sc->layoutCount, sizeof(CPerfHeapScan_Layout), metadata);
 }
 
 /// The layout of a Swift object's type, if the caller gave one. The last answer (for
@@ -135,16 +147,10 @@ static uint64_t array_live_words(const uint64_t *words, uint64_t n, uint64_t str
 
 /// Whether `metadata` is a Swift array buffer type's; *stride its element stride (0: unknown).
 static int array_storage_of(const Scanner *sc, uint64_t metadata, uint64_t *stride) {
-  uint64_t lo = 0, hi = sc->arrayStorageCount;
-  while (lo < hi) {
-    uint64_t mid = (lo + hi) / 2;
-    if (sc->arrayStorage[mid].metadata < metadata)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  if (lo == sc->arrayStorageCount || sc->arrayStorage[lo].metadata != metadata) return 0;
-  *stride = sc->arrayStorage[lo].stride;
+  const CPerfHeapScan_ArrayStorage *entry =
+      find_by_metadata(sc->arrayStorage, sc->arrayStorageCount, sizeof(CPerfHeapScan_ArrayStorage), metadata);
+  if (!entry) return 0;
+  *stride = entry->stride;
   return 1;
 }
 

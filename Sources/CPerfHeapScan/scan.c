@@ -39,15 +39,6 @@ static void reserve_column(Vec *v, uint64_t capacity) {
   v->capacity = v->data ? bytes / v->elementSize : 0;
 }
 
-static int start_populating(PopulateJob *job, pthread_t *thread) {
-  sigset_t all, previous;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &previous);
-  int started = pthread_create(thread, NULL, populate_thread, job) == 0;
-  pthread_sigmask(SIG_SETMASK, &previous, NULL);
-  return started;
-}
-
 static int32_t scan_impl(const CPerfHeapScan_Block *blocks, uint64_t count, const CPerfHeapScan_Options *options,
                          int32_t callerTid, uint64_t callerFramesTop, CPerfHeapScan_Result *result) {
   int skipCallerStack = options ? options->skipCallerStack : 0;
@@ -104,7 +95,7 @@ static int32_t scan_impl(const CPerfHeapScan_Block *blocks, uint64_t count, cons
     populate = (PopulateJob){{result->marks, result->edgeStart.data, sc.edgeTargets.data, sc.edgeOffsets.data},
                              {round_page(count), result->edgeStart.bytes, sc.edgeTargets.capacity * sizeof(uint32_t),
                               sc.edgeOffsets.capacity * sizeof(uint32_t)}};
-    populating = start_populating(&populate, &populator);
+    populating = CPerfSupport_startQuietThread(NULL, &populator, populate_thread, &populate);
   }
   int indexed = index_build(&ix, blocks, count);
   int indexErrno = errno;

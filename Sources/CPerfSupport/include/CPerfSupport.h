@@ -2,12 +2,14 @@
 #define CPERFSUPPORT_H
 
 // The floor every recorder stands on: one clock, one error type, one reader of
-// /proc/self/maps and one way to hand a signal on to the handler installed before ours.
-// Everything here is async-signal-safe and allocates nothing, because the sampler's
-// handler, the malloc hooks and the leak scan's parked threads all call it.
+// /proc/self/maps, one way to hand a signal on to the handler installed before ours, and one
+// way to start a helper thread no signal reaches. All but the thread start are
+// async-signal-safe and allocate nothing, because the sampler's handler, the malloc hooks
+// and the leak scan's parked threads call them.
 // Hot helpers (a monotonic clock read, a spinlock) are inline in CPerfSupportInline.h.
 // (Swift imports only what it can of them; they are meant for C.)
 
+#include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -71,6 +73,13 @@ void CPerfSupport_mapsClose(CPerfSupport_MapsReader *reader);
 /// sa_sigaction or sa_handler. SIG_DFL and SIG_IGN are not run (a signal meant for a
 /// handler we replaced must not kill the process through its default action).
 void CPerfSupport_forwardSignal(const struct sigaction *previous, int sig, siginfo_t *info, void *context);
+
+/// Starts a short-lived helper thread of the harness's with every signal blocked (none of the
+/// program's handlers, nor the sampler's or the scan's, runs on it), through `create` (NULL:
+/// pthread_create). Returns true if it started. Not for a signal handler: a thread start
+/// allocates.
+bool CPerfSupport_startQuietThread(int (*create)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *),
+                                   pthread_t *thread, void *(*start)(void *), void *argument);
 
 #ifdef __cplusplus
 }
