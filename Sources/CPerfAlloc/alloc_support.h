@@ -12,16 +12,10 @@ static inline void *mapBytes(size_t bytes) { return CPerfSupport_mapAnonymous(by
 
 static inline size_t pageRound(size_t bytes) { return (size_t)CPerfSupport_pageRound(bytes); }
 
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23
-#endif
-
 // For memory about to be written whole (a table's growth, the stop's listing): its pages in
 // one call, since on a VM a fault per page costs more than the writing. Older kernels refuse
 // the advice and fault instead.
-static inline void populateBytes(void *from, size_t bytes) {
-  if (from && bytes) (void)madvise(from, bytes, MADV_POPULATE_WRITE);
-}
+static inline void populateBytes(void *from, size_t bytes) { CPerfSupport_populate(from, bytes); }
 
 // In alloc_support.c: sets t_stackLo and t_stackHi (alloc_internal.h) for `sp`.
 ALLOC_HIDDEN void lookUpStackBounds(uintptr_t sp);

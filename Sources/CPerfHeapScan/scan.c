@@ -27,8 +27,7 @@ typedef struct {
 
 static void *populate_thread(void *context) {
   PopulateJob *job = context;
-  for (int i = 0; i < 4; i++)
-    if (job->start[i]) (void)madvise(job->start[i], job->bytes[i], MADV_POPULATE_WRITE);
+  for (int i = 0; i < 4; i++) CPerfSupport_populate(job->start[i], job->bytes[i]);
   return NULL;
 }
 

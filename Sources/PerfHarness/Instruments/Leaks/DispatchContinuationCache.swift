@@ -17,7 +17,7 @@ enum DispatchContinuationCache {
   /// at its tail (then a null link), no link named by a block other than a continuation.
   /// A continuation that a queue or a global names is work still to run, and keeps its
   /// context.
-  static func cachedNodes(
+  private static func cachedNodes(
     graph: HeapGraph, block: (Int) -> RecordedBlock, allocator: (Int) -> String?
   ) -> [Int] {
     let nodeCount = graph.nodeCount
@@ -66,13 +66,20 @@ enum DispatchContinuationCache {
     return cached
   }
 
-  /// Whether a cached continuation's word naming `node` still names it: a block libdispatch
-  /// copied (a handler it has not released yet) is what a continuation's context names, and
-  /// only a continuation cached before the release names it while the release is under way.
-  /// A stale context names what malloc put at the freed job's address: the program's own
-  /// blocks, not copied blocks.
-  static func isStillNamed(_ node: Int, allocator: (Int) -> String?) -> Bool {
-    allocator(node) == "_Block_copy"
+  /// The edges of the cached continuations that name nothing: all but their links (+16),
+  /// and but those naming a block libdispatch copied. Such a block (a handler it has not
+  /// released yet) is what a continuation's context names, and only a continuation cached
+  /// before the release names it while the release is under way; a stale context names
+  /// what malloc put at the freed job's address, the program's own blocks.
+  static func staleEdges(
+    graph: HeapGraph, block: (Int) -> RecordedBlock, allocator: (Int) -> String?
+  ) -> [Int] {
+    cachedNodes(graph: graph, block: block, allocator: allocator).flatMap { node in
+      (Int(graph.edgeStart[node])..<Int(graph.edgeStart[node + 1])).filter { edge in
+        graph.edgeOffset[edge] & UInt32(CPerfHeapScan_EdgeOffsetMask) != 16
+          && allocator(Int(graph.edgeTarget[edge])) != "_Block_copy"
+      }
+    }
   }
 
   private static func link(of node: Int, graph: HeapGraph, isContinuation: [Bool]) -> Int? {

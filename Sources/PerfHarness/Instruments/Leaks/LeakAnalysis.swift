@@ -232,13 +232,8 @@ enum LeakAnalysis {
       allocatorNames[address] = name
       return name
     }
-    for node in DispatchContinuationCache.cachedNodes(graph: graph, block: block, allocator: allocator) {
-      for edge in Int(graph.edgeStart[node])..<Int(graph.edgeStart[node + 1])
-      where graph.edgeOffset[edge] & UInt32(CPerfHeapScan_EdgeOffsetMask) != 16
-        && !DispatchContinuationCache.isStillNamed(Int(graph.edgeTarget[edge]), allocator: allocator)
-      {
-        kinds[edge] = .notAReference
-      }
+    for edge in DispatchContinuationCache.staleEdges(graph: graph, block: block, allocator: allocator) {
+      kinds[edge] = .notAReference
     }
 
     // Read only from here on: a constant is read without the exclusivity check each access
