@@ -20,51 +20,66 @@ struct HeapScanError: Error, CustomStringConvertible {
 /// it is (copied, a big heap's every edge was written twice: 140 ms for 16 M blocks), or a
 /// copy of a Swift array. Read-only once made, its memory freed with its last copy: it
 /// can be shared between threads.
-struct GraphColumn: RandomAccessCollection, ExpressibleByArrayLiteral, @unchecked Sendable {
+struct GraphColumn<Element>: RandomAccessCollection, @unchecked Sendable {
   private final class Storage {
-    var column: CPerfHeapScan_Column
-    let allocated: UnsafeMutableBufferPointer<UInt32>?
-
-    init(column: CPerfHeapScan_Column) {
-      self.column = column
-      allocated = nil
-    }
-
-    init(copying values: [UInt32]) {
-      let buffer = UnsafeMutableBufferPointer<UInt32>.allocate(capacity: values.count)
-      _ = buffer.initialize(from: values)
-      allocated = buffer
-      column = CPerfHeapScan_Column(data: buffer.baseAddress, count: UInt64(values.count), bytes: 0)
-    }
-
-    deinit {
-      if let allocated { allocated.deallocate() } else { CPerfHeapScan_freeColumn(&column) }
-    }
+    let release: () -> Void
+    init(release: @escaping () -> Void) { self.release = release }
+    deinit { release() }
   }
 
   private let storage: Storage
-  private let values: UnsafeBufferPointer<UInt32>
+  private let values: UnsafeBufferPointer<Element>
 
-  /// Takes `column` over from a scan's result (which is left without it).
-  init(taking column: inout CPerfHeapScan_Column) {
-    storage = Storage(column: column)
-    values = UnsafeBufferPointer(start: column.data, count: column.data == nil ? 0 : Int(column.count))
-    column = CPerfHeapScan_Column()
+  private init(_ values: UnsafeBufferPointer<Element>, release: @escaping () -> Void) {
+    storage = Storage(release: release)
+    self.values = values
   }
 
-  init(_ array: [UInt32]) {
-    storage = Storage(copying: array)
-    values = UnsafeBufferPointer(storage.allocated!)
+  init(_ array: [Element]) {
+    let buffer = UnsafeMutableBufferPointer<Element>.allocate(capacity: array.count)
+    _ = buffer.initialize(from: array)
+    self.init(UnsafeBufferPointer(buffer)) {
+      buffer.deinitialize()
+      buffer.deallocate()
+    }
   }
-
-  init(arrayLiteral elements: UInt32...) { self.init(elements) }
 
   var startIndex: Int { 0 }
   var endIndex: Int { values.count }
-  subscript(position: Int) -> UInt32 { values[position] }
+  subscript(position: Int) -> Element { values[position] }
 
-  func withUnsafeBufferPointer<R>(_ body: (UnsafeBufferPointer<UInt32>) throws -> R) rethrows -> R {
+  func withUnsafeBufferPointer<R>(_ body: (UnsafeBufferPointer<Element>) throws -> R) rethrows -> R {
     try withExtendedLifetime(storage) { try body(values) }
+  }
+}
+
+extension GraphColumn: ExpressibleByArrayLiteral {
+  init(arrayLiteral elements: Element...) { self.init(elements) }
+}
+
+extension GraphColumn<UInt32> {
+  /// Takes `column` over from a scan's result (which is left without it).
+  init(taking column: inout CPerfHeapScan_Column) {
+    var taken = column
+    column = CPerfHeapScan_Column()
+    self.init(UnsafeBufferPointer(start: taken.data, count: taken.data == nil ? 0 : Int(taken.count))) {
+      CPerfHeapScan_freeColumn(&taken)
+    }
+  }
+}
+
+extension GraphColumn<UInt8> {
+  /// Takes the marks over from a scan's result (which is left without them): copied, they
+  /// were a byte a block of fresh pages more (16 MB at 16 M blocks).
+  init(takingMarksOf result: inout CPerfHeapScan_Result, count: Int) {
+    guard let marks = result.marks else {
+      self.init([UInt8](repeating: 0, count: count))
+      return
+    }
+    let page = Int(sysconf(Int32(_SC_PAGESIZE)))
+    let bytes = (Int(result.blockCount) + page - 1) / page * page
+    result.marks = nil
+    self.init(UnsafeBufferPointer(start: marks, count: count)) { _ = munmap(marks, bytes) }
   }
 }
 
@@ -84,11 +99,11 @@ struct HeapGraph {
   var blockIndex: [UInt32]
   /// Nodes with `blockIndex` below this are blocks of the recording.
   var recordedCount: Int
-  var edgeStart: GraphColumn
-  var edgeTarget: GraphColumn
-  var edgeOffset: GraphColumn
+  var edgeStart: GraphColumn<UInt32>
+  var edgeTarget: GraphColumn<UInt32>
+  var edgeOffset: GraphColumn<UInt32>
   /// `CPerfHeapScan_Mark*` per node.
-  var marks: [UInt8]
+  var marks: GraphColumn<UInt8>
   /// With `Options.recordRootSources`: the address of the root word pointing into each
   /// node a root points into (few of a big heap's millions: a map, not an array). Empty
   /// otherwise.
@@ -306,11 +321,11 @@ struct HeapGraph {
         rootSources[node] = UInt(sources[node])
       }
     }
-    let marks = result.marks.map { Array(UnsafeBufferPointer(start: $0, count: nodeCount)) } ?? []
+    let marks = GraphColumn(takingMarksOf: &result, count: nodeCount)
     return HeapGraph(
       blockIndex: order, recordedCount: recordedCount, edgeStart: edgeStart, edgeTarget: edgeTarget,
       edgeOffset: edgeOffset,
-      marks: marks.count == nodeCount ? marks : [UInt8](repeating: 0, count: nodeCount), rootSources: rootSources,
+      marks: marks, rootSources: rootSources,
       threadsScanned: Int(result.threadCount), unscannedThreads: Int(result.unscannedThreads),
       blockedThreads: Int(result.blockedThreads), staleWords: Int(result.staleWords),
       layoutWords: Int(result.layoutWords),

@@ -29,6 +29,33 @@ enum LeakAnalysis {
     var keepsAlive: Bool { self != .weak && self != .notAReference }
   }
 
+  /// Every edge's kind: strong, and an array of a byte an edge only once one is not (a
+  /// heap of strong references, 16 M objects in an array, needs none: 16 MB of fresh pages).
+  struct EdgeKinds {
+    private var kinds: [EdgeKind] = []
+    let count: Int
+
+    init(count: Int) { self.count = count }
+
+    subscript(edge: Int) -> EdgeKind {
+      get { kinds.isEmpty ? .strong : kinds[edge] }
+      set {
+        if kinds.isEmpty {
+          if newValue == .strong { return }
+          kinds = [EdgeKind](repeating: .strong, count: count)
+        }
+        kinds[edge] = newValue
+      }
+    }
+
+    /// The kinds as a buffer, nil while every edge is strong: for the loops over a big heap's
+    /// edges.
+    func withUnsafeKinds<R>(_ body: (UnsafeBufferPointer<EdgeKind>?) throws -> R) rethrows -> R {
+      if kinds.isEmpty { return try body(nil) }
+      return try kinds.withUnsafeBufferPointer { try body($0) }
+    }
+  }
+
   /// Stored-property types that never hold a reference (as `_typeName(_, qualified: false)`
   /// spells them).
   static let numberTypeNames: Set<String> = [
@@ -138,16 +165,15 @@ enum LeakAnalysis {
     // Categories per node (interned).
     var categoryIndex: [AllocationCategoryKey: UInt32] = [:]
     var namedCategories: [AllocationCategory] = []
-    var categoryOfNode = [UInt32](repeating: 0, count: nodeCount)
     // Nodes are in address order, where neighbours are mostly of one type: the previous
     // node's category is tried before the dictionary (a lookup per node of a 16 M-block heap).
     // Through raw buffers: checked accesses through `block` were most of this loop's 65 ms
-    // on 16 M blocks.
-    var previous: (key: AllocationCategoryKey, index: UInt32)?
-    blocks.withUnsafeBufferPointer { listed in
-      holders.withUnsafeBufferPointer { held in
-        graph.blockIndex.withUnsafeBufferPointer { blockIndex in
-          categoryOfNode.withUnsafeMutableBufferPointer { categoryOf in
+    // on 16 M blocks. Returns false when an index does not fit `Index`.
+    func fill<Index: FixedWidthInteger>(_ categoryOf: UnsafeMutableBufferPointer<Index>) -> Bool {
+      var previous: (key: AllocationCategoryKey, index: UInt32)?
+      return blocks.withUnsafeBufferPointer { listed in
+        holders.withUnsafeBufferPointer { held in
+          graph.blockIndex.withUnsafeBufferPointer { blockIndex in
             for node in 0..<nodeCount {
               let blockAt = blockIndex.isEmpty ? node : Int(blockIndex[node])
               let key = (blockAt < listed.count ? listed[blockAt] : held[blockAt - listed.count]).categoryKey
@@ -162,17 +188,19 @@ enum LeakAnalysis {
                 namedCategories.append(recording.category(for: key))
                 categoryIndex[key] = index
               }
-              categoryOf[node] = index
+              guard let narrowed = Index(exactly: index) else { return false }
+              categoryOf[node] = narrowed
               previous = (key, index)
             }
+            return true
           }
         }
       }
     }
-    // Constants from here on: the closures below read them for every node, and a captured
+    let nodeCategory = NodeCategories(nodeCount: nodeCount, narrow: { fill($0) }, wide: { fill($0) })
+    // A constant from here on: the closures below read it for every node, and a captured
     // variable costs an exclusivity check per access.
     let categories = namedCategories
-    let nodeCategory = categoryOfNode
 
     // Edge kinds: side-table flags from the scanner, ownership from field metadata.
     var fieldReader = FieldLayoutReader()
@@ -191,11 +219,11 @@ enum LeakAnalysis {
       ownershipCache[metadata] = result
       return result
     }
-    var kinds = [EdgeKind](repeating: .strong, count: graph.edgeCount)
+    var kinds = EdgeKinds(count: graph.edgeCount)
     for node in 0..<nodeCount {
       let range = Int(graph.edgeStart[node])..<Int(graph.edgeStart[node + 1])
       if range.isEmpty { continue }
-      let isClass = categories[Int(nodeCategory[node])].kind == .swiftClass
+      let isClass = categories[nodeCategory[node]].kind == .swiftClass
       let fields = isClass ? ownership(metadata: block(node).metadata) : [:]
       for edge in range {
         let raw = graph.edgeOffset[edge]
@@ -240,9 +268,8 @@ enum LeakAnalysis {
     // to a captured variable costs (most of a 16 M-block heap's reachability walk).
     let edgeKind = kinds
 
-    // From the paths' walk, or made for markReachable's: one array as long as the nodes,
-    // not one of each (16 MB at 16 M blocks).
-    var reachable: [Bool] = []
+    // From the paths' walk, or made for markReachable's: one set, not one of each.
+    var reachable = NodeSet(nodeCount: 0)
     func markReachable(from seeds: [UInt32]) {
       Self.markReachable(from: seeds, graph: graph, edgeKind: edgeKind, reachable: &reachable)
     }
@@ -257,19 +284,19 @@ enum LeakAnalysis {
     let paths =
       describesRetainers ? RetainerPaths(graph: graph, seeds: rootNodes, keepsAlive: { edgeKind[$0].keepsAlive }) : nil
     if let paths {
-      reachable = paths.parentEdge.map { $0 != RetainerPaths.unreached }
+      reachable = paths.reached
     } else {
-      reachable = [Bool](repeating: false, count: nodeCount)
+      reachable = NodeSet(nodeCount: nodeCount)
       markReachable(from: rootNodes)
     }
 
-    func typeName(_ node: Int) -> String { categories[Int(nodeCategory[node])].name }
+    func typeName(_ node: Int) -> String { categories[nodeCategory[node]].name }
 
     // Suppressions: suppressed leaked blocks become roots.
     var suppressedCount = 0
     var suppressedBytes = 0
     if !suppressions.isEmpty {
-      let leakedBefore = (0..<nodeCount).filter { !reachable[$0] }
+      let leakedBefore = reachable.missing(below: nodeCount).map { Int($0) }
       var seeds: [UInt32] = []
       for node in leakedBefore
       where suppressions.matches(
@@ -285,18 +312,17 @@ enum LeakAnalysis {
     }
 
     // Leaked nodes, compact numbering.
-    var leaked: [UInt32] = []
-    for node in 0..<nodeCount where !reachable[node] { leaked.append(UInt32(node)) }
+    let leaked = reachable.missing(below: nodeCount)
     func isCycleEdge(_ edge: Int) -> Bool { edgeKind[edge] == .strong }
 
     let components = stronglyConnectedComponents(
       leaked: leaked, graph: graph, reachable: reachable, isCycleEdge: isCycleEdge)
-    // Per-node arrays for the leaked nodes' analysis, empty when nothing leaked (a big heap
+    // Per-node sets for the leaked nodes' analysis, empty when nothing leaked (a big heap
     // that is all reachable would hold them for nothing at its peak).
     let perLeakedNode = leaked.isEmpty ? 0 : nodeCount
-    var inCycle = [Bool](repeating: false, count: perLeakedNode)
+    var inCycle = NodeSet(nodeCount: perLeakedNode)
     var cycleComponents: [[UInt32]] = []
-    var memberOfComponent = [Bool](repeating: false, count: perLeakedNode)
+    var memberOfComponent = NodeSet(nodeCount: perLeakedNode)
     for component in components {
       var isCycle = component.count > 1
       if component.count == 1 {
@@ -315,19 +341,19 @@ enum LeakAnalysis {
     for component in cycleComponents {
       let path = shortestCycle(
         in: component, graph: graph, isMember: &memberOfComponent, isCycleEdge: isCycleEdge, typeName: typeName)
-      for step in path { inCycle[step.node] = true }
+      for step in path { inCycle.insert(step.node) }
       cyclePaths.append(path)
     }
 
     // Root vs indirect: referenced by another leaked block through an owning edge
     // (strong, or an object's side table)? `unowned` back references do not make their
     // target indirect.
-    var referencedByLeaked = [Bool](repeating: false, count: perLeakedNode)
+    var referencedByLeaked = NodeSet(nodeCount: perLeakedNode)
     for node in leaked {
       for edge in Int(graph.edgeStart[Int(node)])..<Int(graph.edgeStart[Int(node) + 1])
       where edgeKind[edge] == .strong || edgeKind[edge] == .sideTable {
         let target = Int(graph.edgeTarget[edge])
-        if target != Int(node) { referencedByLeaked[target] = true }
+        if target != Int(node) { referencedByLeaked.insert(target) }
       }
     }
     var leakedBytes = 0
@@ -382,7 +408,7 @@ enum LeakAnalysis {
         return LeaksReport.Cycle.Edge(
           from: position[node]!, to: index, offset: offset,
           name: namer.name(
-            for: block(node), category: categories[Int(nodeCategory[node])], offset: offset, graph: graph, node: node),
+            for: block(node), category: categories[nodeCategory[node]], offset: offset, graph: graph, node: node),
           kind: edgeKind[edge] == .strong ? "strong" : "unowned")
       }
       // Every named reference between two consecutive members: a controller that holds its
@@ -444,8 +470,8 @@ enum LeakAnalysis {
 
     let retainers = paths.map { paths in
       describeRetainers(
-        graph: graph, paths: paths, block: block,
-        categories: categories, categoryIndex: { Int(nodeCategory[$0]) }, namer: &namer, symbolizer: symbolizer,
+        graph: graph, paths: paths, keepsAlive: { edgeKind[$0].keepsAlive }, block: block,
+        categories: categories, categoryIndex: { nodeCategory[$0] }, namer: &namer, symbolizer: symbolizer,
         allocatedBy: { node in stackOf(node).first.map { "\($0.symbol) [\($0.module)]" } })
     }
 
@@ -472,20 +498,22 @@ enum LeakAnalysis {
   /// each node's next edge on the stack, not its unvisited targets: an array of millions of
   /// objects would otherwise put all of them on the stack at once (a big heap's peak).
   static func markReachable(
-    from seeds: [UInt32], graph: HeapGraph, edgeKind: [EdgeKind], reachable: inout [Bool]
+    from seeds: [UInt32], graph: HeapGraph, edgeKind: EdgeKinds, reachable: inout NodeSet
   ) {
     var stack: [(node: UInt32, nextEdge: UInt32)] = []
-    reachable.withUnsafeMutableBufferPointer { reached in
+    reachable.withUnsafeMutableWords { reached in
       graph.edgeStart.withUnsafeBufferPointer { edgeStart in
         graph.edgeTarget.withUnsafeBufferPointer { edgeTarget in
-          edgeKind.withUnsafeBufferPointer { kinds in
-            for seed in seeds where !reached[Int(seed)] {
-              reached[Int(seed)] = true
+          edgeKind.withUnsafeKinds { kinds in
+            for seed in seeds where !reached.containsNode(Int(seed)) {
+              reached.insertNode(Int(seed))
               stack.append((seed, edgeStart[Int(seed)]))
               while let top = stack.last {
                 let end = edgeStart[Int(top.node) + 1]
                 var edge = top.nextEdge
-                while edge < end && !(kinds[Int(edge)].keepsAlive && !reached[Int(edgeTarget[Int(edge)])]) {
+                while edge < end
+                  && !((kinds?[Int(edge)].keepsAlive ?? true) && !reached.containsNode(Int(edgeTarget[Int(edge)])))
+                {
                   edge += 1
                 }
                 if edge == end {
@@ -494,7 +522,7 @@ enum LeakAnalysis {
                 }
                 stack[stack.count - 1].nextEdge = edge + 1
                 let target = edgeTarget[Int(edge)]
-                reached[Int(target)] = true
+                reached.insertNode(Int(target))
                 stack.append((target, edgeStart[Int(target)]))
               }
             }
@@ -506,9 +534,11 @@ enum LeakAnalysis {
 
   /// The shortest paths from a root to the reachable instances of each Swift class and
   /// closure context allocated while recording.
-  /// - Parameter paths: the shortest paths from the roots.
+  /// - Parameters:
+  ///   - paths: the shortest paths from the roots.
+  ///   - keepsAlive: the edges `paths` was walked over.
   static func describeRetainers(
-    graph: HeapGraph, paths: RetainerPaths, block: (Int) -> RecordedBlock,
+    graph: HeapGraph, paths: RetainerPaths, keepsAlive: (Int) -> Bool, block: (Int) -> RecordedBlock,
     categories: [AllocationCategory], categoryIndex: (Int) -> Int, namer: inout EdgeNamer, symbolizer: Symbolizer?,
     allocatedBy: (Int) -> String? = { _ in nil }
   ) -> [LeaksReport.Retainers] {
@@ -520,7 +550,7 @@ enum LeakAnalysis {
     // list of every node was a big heap's peak memory.
     var countByCategory = [Int](repeating: 0, count: categories.count)
     var firstNodesByCategory = [[Int]](repeating: [], count: categories.count)
-    for node in 0..<graph.nodeCount where !graph.isHolder(node) && paths.parentEdge[node] != RetainerPaths.unreached {
+    for node in 0..<graph.nodeCount where !graph.isHolder(node) && paths.reached[node] {
       let index = categoryIndex(node)
       guard reported[index], !HeapGraph.isFreed(graph.marks[node]) else { continue }
       countByCategory[index] += 1
@@ -579,6 +609,8 @@ enum LeakAnalysis {
       return root
     }
 
+    var paths = paths
+    paths.resolveLeaves(types.lazy.flatMap { nodesByType[$0]!.first }, keepsAlive: keepsAlive)
     var result: [LeaksReport.Retainers] = []
     for type in types {
       let nodes = nodesByType[type]!
@@ -632,11 +664,11 @@ enum LeakAnalysis {
   /// whose type sequence sorts first. Breadth-first from each member (at most 64 of
   /// them, by type name then address: enough for the components a scenario leaks).
   static func shortestCycle(
-    in component: [UInt32], graph: HeapGraph, isMember: inout [Bool], isCycleEdge: (Int) -> Bool,
+    in component: [UInt32], graph: HeapGraph, isMember: inout NodeSet, isCycleEdge: (Int) -> Bool,
     typeName: (Int) -> String
   ) -> [CyclePathStep] {
-    for node in component { isMember[Int(node)] = true }
-    defer { for node in component { isMember[Int(node)] = false } }
+    for node in component { isMember.insert(Int(node)) }
+    defer { for node in component { isMember.remove(Int(node)) } }
     let starts = component.map { Int($0) }.sorted {
       (typeName($0), graph.blockIndex(of: $0)) < (typeName($1), graph.blockIndex(of: $1))
     }.prefix(64)
@@ -714,27 +746,34 @@ enum LeakAnalysis {
   /// Tarjan's algorithm, iterative, over the leaked nodes and the edges `isCycleEdge`
   /// keeps. Returns every component (singletons included).
   static func stronglyConnectedComponents(
-    leaked: [UInt32], graph: HeapGraph, reachable: [Bool], isCycleEdge: (Int) -> Bool
+    leaked: [UInt32], graph: HeapGraph, reachable: NodeSet, isCycleEdge: (Int) -> Bool
   ) -> [[UInt32]] {
     guard !leaked.isEmpty else { return [] }
     let unvisited = UInt32.max
-    var index = [UInt32](repeating: unvisited, count: graph.nodeCount)
-    var lowLink = [UInt32](repeating: 0, count: graph.nodeCount)
-    var onStack = [Bool](repeating: false, count: graph.nodeCount)
+    // By the leaked nodes' own numbering: arrays as long as the heap were 9 bytes a node of
+    // fresh pages (144 MB at 16 M blocks) for a handful of leaked ones. A node's number is
+    // kept in a column the kernel zeroes, whose pages only the leaked nodes touch.
+    let number = ZeroedColumn(count: graph.nodeCount)
+    for (position, node) in leaked.enumerated() { number.values[Int(node)] = Int32(position) + 1 }
+    func slot(_ node: Int) -> Int { Int(number.values[node]) - 1 }
+    var index = [UInt32](repeating: unvisited, count: leaked.count)
+    var lowLink = [UInt32](repeating: 0, count: leaked.count)
+    var onStack = [Bool](repeating: false, count: leaked.count)
     var tarjanStack: [UInt32] = []
     // Call stack frames: (node, next edge to look at).
     var callStack: [(node: UInt32, edge: UInt32)] = []
     var counter: UInt32 = 0
     var components: [[UInt32]] = []
-    for root in leaked where index[Int(root)] == unvisited {
-      index[Int(root)] = counter
-      lowLink[Int(root)] = counter
+    for (rootSlot, root) in leaked.enumerated() where index[rootSlot] == unvisited {
+      index[rootSlot] = counter
+      lowLink[rootSlot] = counter
       counter += 1
       tarjanStack.append(root)
-      onStack[Int(root)] = true
+      onStack[rootSlot] = true
       callStack.append((root, graph.edgeStart[Int(root)]))
       while let frame = callStack.last {
         let node = Int(frame.node)
+        let nodeSlot = slot(node)
         let end = graph.edgeStart[node + 1]
         var edge = frame.edge
         var descended = false
@@ -744,29 +783,31 @@ enum LeakAnalysis {
           guard isCycleEdge(current) else { continue }
           let target = Int(graph.edgeTarget[current])
           if reachable[target] { continue }
-          if index[target] == unvisited {
+          let targetSlot = slot(target)
+          if index[targetSlot] == unvisited {
             callStack[callStack.count - 1].edge = edge
-            index[target] = counter
-            lowLink[target] = counter
+            index[targetSlot] = counter
+            lowLink[targetSlot] = counter
             counter += 1
             tarjanStack.append(UInt32(target))
-            onStack[target] = true
+            onStack[targetSlot] = true
             callStack.append((UInt32(target), graph.edgeStart[target]))
             descended = true
             break
-          } else if onStack[target] {
-            lowLink[node] = min(lowLink[node], index[target])
+          } else if onStack[targetSlot] {
+            lowLink[nodeSlot] = min(lowLink[nodeSlot], index[targetSlot])
           }
         }
         if descended { continue }
         callStack.removeLast()
         if let parent = callStack.last {
-          lowLink[Int(parent.node)] = min(lowLink[Int(parent.node)], lowLink[node])
+          let parentSlot = slot(Int(parent.node))
+          lowLink[parentSlot] = min(lowLink[parentSlot], lowLink[nodeSlot])
         }
-        if lowLink[node] == index[node] {
+        if lowLink[nodeSlot] == index[nodeSlot] {
           var component: [UInt32] = []
           while let member = tarjanStack.popLast() {
-            onStack[Int(member)] = false
+            onStack[slot(Int(member))] = false
             component.append(member)
             if Int(member) == node { break }
           }

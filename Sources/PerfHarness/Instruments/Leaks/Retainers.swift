@@ -80,51 +80,114 @@ extension LeaksReport.Retainers.Path {
 
 /// Shortest paths from the roots to the reachable blocks of a recording, breadth-first over
 /// the references that keep their target alive.
+///
+/// The walk keeps a parent edge only for the nodes it queues (seeds and nodes with edges of
+/// their own). A leaf's parent is found afterwards, for the leaves a report prints
+/// (`resolveLeaves`): the walk's order is kept, so it is the edge the walk met first. A big
+/// heap's leaves are most of its nodes: 16 M objects in an array were 64 MB of parent edges
+/// written for them, nearly all of it fresh pages (about 170 ms).
 struct RetainerPaths {
-  /// Per node: the edge from its parent on a shortest path, -1 for a root, `unreached`.
-  private(set) var parentEdge: [Int32]
   static let unreached: Int32 = -2
+  /// The nodes the seeds reach.
+  private(set) var reached: NodeSet
+  /// Per node, its parent edge + 2 (1 for a seed) where the walk queued it; 0 elsewhere.
+  /// Zeroed by the kernel: the pages of a run of leaves are never touched.
+  private let queuedParent: ZeroedColumn
+  /// The nodes the walk queued, in its order.
+  private let queue: [UInt32]
+  /// Leaves' parent edges, found by `resolveLeaves`.
+  private var leafParent: [Int: Int32] = [:]
+  private let edgeTarget: GraphColumn<UInt32>
   /// Where each node's edges start (the graph's): an edge's source is found by binary
   /// search, for the few paths a report prints, instead of an array as long as the edges.
-  private let edgeStart: GraphColumn
+  private let edgeStart: GraphColumn<UInt32>
 
   init(graph: HeapGraph, seeds: [UInt32], keepsAlive: (Int) -> Bool) {
-    parentEdge = [Int32](repeating: Self.unreached, count: graph.nodeCount)
+    var reached = NodeSet(nodeCount: graph.nodeCount)
+    let queuedParent = ZeroedColumn(count: graph.nodeCount)
     edgeStart = graph.edgeStart
+    edgeTarget = graph.edgeTarget
     // Every reached node with edges passes through the queue once: reserved whole, its
     // pages are touched as it fills, and it is never copied to grow (a big heap's peak).
-    // A node without edges is reached but never queued: a big heap's leaves are most of
-    // its nodes (16 M objects in an array: 64 MB of queue for nothing).
+    // A node without edges is reached but never queued.
     var queue = seeds
     queue.reserveCapacity(graph.nodeCount)
-    for seed in seeds { parentEdge[Int(seed)] = -1 }
+    for seed in seeds {
+      queuedParent.values[Int(seed)] = 1
+      reached.insert(Int(seed))
+    }
     // Through raw buffers: the checked accesses were most of a 16 M-block heap's walk.
-    parentEdge.withUnsafeMutableBufferPointer { parent in
-      graph.edgeStart.withUnsafeBufferPointer { edgeStart in
-        graph.edgeTarget.withUnsafeBufferPointer { edgeTarget in
-          var head = 0
-          while head < queue.count {
-            let node = Int(queue[head])
-            head += 1
-            for edge in Int(edgeStart[node])..<Int(edgeStart[node + 1]) where keepsAlive(edge) {
-              let target = Int(edgeTarget[edge])
-              if parent[target] == Self.unreached {
-                parent[target] = Int32(edge)
-                if edgeStart[target] != edgeStart[target + 1] { queue.append(UInt32(target)) }
+    let parent = queuedParent.values
+    withExtendedLifetime(queuedParent) {
+      reached.withUnsafeMutableWords { reachedWords in
+        graph.edgeStart.withUnsafeBufferPointer { edgeStart in
+          graph.edgeTarget.withUnsafeBufferPointer { edgeTarget in
+            var head = 0
+            while head < queue.count {
+              let node = Int(queue[head])
+              head += 1
+              for edge in Int(edgeStart[node])..<Int(edgeStart[node + 1]) where keepsAlive(edge) {
+                let target = Int(edgeTarget[edge])
+                if !reachedWords.containsNode(target) {
+                  reachedWords.insertNode(target)
+                  if edgeStart[target] != edgeStart[target + 1] {
+                    parent[target] = Int32(edge) + 2
+                    queue.append(UInt32(target))
+                  }
+                }
               }
             }
           }
         }
       }
     }
+    self.reached = reached
+    self.queuedParent = queuedParent
+    self.queue = queue
+  }
+
+  /// The edge from `node`'s parent on its shortest path: -1 for a seed, `unreached`, or nil
+  /// for a reached leaf `resolveLeaves` was not given.
+  func parentEdge(of node: Int) -> Int32? {
+    guard reached[node] else { return Self.unreached }
+    let queued = queuedParent.values[node]
+    return queued != 0 ? queued - 2 : leafParent[node]
+  }
+
+  /// Finds the parent edges of the reached leaves among `nodes`: the walk again over the
+  /// queued nodes in its order, up to the last of them (an edge test a node of the queue).
+  mutating func resolveLeaves(_ nodes: some Sequence<Int>, keepsAlive: (Int) -> Bool) {
+    var wanted: [Int: Bool] = [:]
+    for node in nodes where parentEdge(of: node) == nil { wanted[node] = true }
+    guard !wanted.isEmpty else { return }
+    var wantedSet = NodeSet(nodeCount: queuedParent.values.count)
+    for node in wanted.keys { wantedSet.insert(node) }
+    var left = wanted.count
+    var found: [Int: Int32] = [:]
+    edgeStart.withUnsafeBufferPointer { edgeStart in
+      edgeTarget.withUnsafeBufferPointer { edgeTarget in
+        for node in queue where left > 0 {
+          for edge in Int(edgeStart[Int(node)])..<Int(edgeStart[Int(node) + 1]) {
+            let target = Int(edgeTarget[edge])
+            guard wantedSet[target], found[target] == nil, keepsAlive(edge) else { continue }
+            found[target] = Int32(edge)
+            left -= 1
+          }
+        }
+      }
+    }
+    leafParent.merge(found) { first, _ in first }
   }
 
   /// The nodes from a root to `node`, with the edge into each (nil for the root's node).
+  /// A reached leaf must have been given to `resolveLeaves`.
   func path(to node: Int, limit: Int = 64) -> [(node: Int, edge: Int?)] {
     var steps: [(node: Int, edge: Int?)] = []
     var current = node
     while steps.count < limit {
-      let edge = parentEdge[current]
+      guard let edge = parentEdge(of: current) else {
+        preconditionFailure("RetainerPaths.path(to: \(node)): leaf \(current) was not resolved")
+      }
       if edge < 0 {
         steps.append((current, nil))
         break
