@@ -154,23 +154,26 @@ struct RetainerPaths {
     return queued != 0 ? queued - 2 : leafParent[node]
   }
 
-  /// Finds the parent edges of the reached leaves among `nodes`: the walk again over the
-  /// queued nodes in its order, up to the last of them (an edge test a node of the queue).
+  /// Finds the parent edges of the reached leaves among `nodes`: the walk's queue again, in
+  /// its order, until each has the first edge that reached it (at most one pass over the
+  /// queued nodes' edges).
   mutating func resolveLeaves(_ nodes: some Sequence<Int>, keepsAlive: (Int) -> Bool) {
-    var wanted: [Int: Bool] = [:]
-    for node in nodes where parentEdge(of: node) == nil { wanted[node] = true }
-    guard !wanted.isEmpty else { return }
-    var wantedSet = NodeSet(nodeCount: queuedParent.values.count)
-    for node in wanted.keys { wantedSet.insert(node) }
-    var left = wanted.count
+    var wanted = NodeSet(nodeCount: queuedParent.values.count)
+    var left = 0
+    for node in nodes where parentEdge(of: node) == nil && !wanted[node] {
+      wanted.insert(node)
+      left += 1
+    }
+    guard left > 0 else { return }
     var found: [Int: Int32] = [:]
     edgeStart.withUnsafeBufferPointer { edgeStart in
       edgeTarget.withUnsafeBufferPointer { edgeTarget in
         for node in queue where left > 0 {
           for edge in Int(edgeStart[Int(node)])..<Int(edgeStart[Int(node) + 1]) {
             let target = Int(edgeTarget[edge])
-            guard wantedSet[target], found[target] == nil, keepsAlive(edge) else { continue }
+            guard wanted[target], keepsAlive(edge) else { continue }
             found[target] = Int32(edge)
+            wanted.remove(target)
             left -= 1
           }
         }
