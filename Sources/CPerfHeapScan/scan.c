@@ -395,11 +395,15 @@ void CPerfHeapScan_freeColumn(CPerfHeapScan_Column *column) {
   column->count = column->bytes = 0;
 }
 
+void CPerfHeapScan_freeMarks(uint8_t *marks, uint64_t blockCount) {
+  if (marks) munmap(marks, round_page(blockCount));
+}
+
 void CPerfHeapScan_freeResult(CPerfHeapScan_Result *result) {
   CPerfHeapScan_freeColumn(&result->edgeStart);
   CPerfHeapScan_freeColumn(&result->edgeTargets);
   CPerfHeapScan_freeColumn(&result->edgeOffsets);
-  if (result->marks) munmap(result->marks, round_page(result->blockCount));
+  CPerfHeapScan_freeMarks(result->marks, result->blockCount);
   if (result->rootSources) munmap(result->rootSources, round_page(result->blockCount * sizeof(uint64_t)));
   result->rootSources = NULL;
   result->marks = NULL;

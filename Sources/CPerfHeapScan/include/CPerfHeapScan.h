@@ -222,6 +222,9 @@ void CPerfHeapScan_freeResult(CPerfHeapScan_Result *result);
 
 /// Unmaps a column taken over from a result.
 void CPerfHeapScan_freeColumn(CPerfHeapScan_Column *column);
+/// Unmaps a result's marks taken over by the caller (result->marks set to NULL), given the
+/// result's blockCount.
+void CPerfHeapScan_freeMarks(uint8_t *marks, uint64_t blockCount);
 
 /// Runs body(context) on a new thread whose stack is a fresh zero-filled mapping, and
 /// waits for it. A scenario run there, then scanned, has no stale stack slots from

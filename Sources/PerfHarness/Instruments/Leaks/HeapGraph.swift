@@ -76,10 +76,9 @@ extension GraphColumn<UInt8> {
       self.init([UInt8](repeating: 0, count: count))
       return
     }
-    let page = Int(sysconf(Int32(_SC_PAGESIZE)))
-    let bytes = (Int(result.blockCount) + page - 1) / page * page
+    let blockCount = result.blockCount
     result.marks = nil
-    self.init(UnsafeBufferPointer(start: marks, count: count)) { _ = munmap(marks, bytes) }
+    self.init(UnsafeBufferPointer(start: marks, count: count)) { CPerfHeapScan_freeMarks(marks, blockCount) }
   }
 }
 

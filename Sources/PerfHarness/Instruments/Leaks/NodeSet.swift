@@ -9,16 +9,22 @@ struct NodeSet {
     words = [UInt64](repeating: 0, count: (nodeCount + 63) / 64)
   }
 
+  /// Where `node`'s bit is: its word and the bit in it.
+  @inline(__always) static func place(of node: Int) -> (word: Int, bit: UInt64) { (node >> 6, 1 << UInt64(node & 63)) }
+
   subscript(node: Int) -> Bool {
-    words[node >> 6] & (1 << UInt64(node & 63)) != 0
+    let (word, bit) = Self.place(of: node)
+    return words[word] & bit != 0
   }
 
   mutating func insert(_ node: Int) {
-    words[node >> 6] |= 1 << UInt64(node & 63)
+    let (word, bit) = Self.place(of: node)
+    words[word] |= bit
   }
 
   mutating func remove(_ node: Int) {
-    words[node >> 6] &= ~(1 << UInt64(node & 63))
+    let (word, bit) = Self.place(of: node)
+    words[word] &= ~bit
   }
 
   /// The nodes below `nodeCount` that are not in the set, in order: a word at a time, so
@@ -45,6 +51,13 @@ struct NodeSet {
 
 extension UnsafeMutableBufferPointer<UInt64> {
   /// The bit of `node` in a `NodeSet`'s words.
-  @inline(__always) func containsNode(_ node: Int) -> Bool { self[node >> 6] & (1 << UInt64(node & 63)) != 0 }
-  @inline(__always) func insertNode(_ node: Int) { self[node >> 6] |= 1 << UInt64(node & 63) }
+  @inline(__always) func containsNode(_ node: Int) -> Bool {
+    let (word, bit) = NodeSet.place(of: node)
+    return self[word] & bit != 0
+  }
+
+  @inline(__always) func insertNode(_ node: Int) {
+    let (word, bit) = NodeSet.place(of: node)
+    self[word] |= bit
+  }
 }
