@@ -101,6 +101,7 @@
 #define shadowMapTop          cperf_alloc_shadowMapTop
 #define shadowSortLeaves      cperf_alloc_shadowSortLeaves
 #define shadowUnmapAll        cperf_alloc_shadowUnmapAll
+#define shadowReleaseLeaf     cperf_alloc_shadowReleaseLeaf
 #define shadowUnmapLeaf       cperf_alloc_shadowUnmapLeaf
 #define shadowVisitLeaf       cperf_alloc_shadowVisitLeaf
 #define snapshotFreed         cperf_alloc_snapshotFreed

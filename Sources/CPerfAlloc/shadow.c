@@ -87,6 +87,12 @@ ALLOC_HIDDEN void shadowUnmapLeaf(uint32_t i) {
   if (leaf) munmap(leaf, LEAF_BYTES);
 }
 
+// Gives a quiesced leaf's pages back, keeping the mapping: it reads as empty from then on.
+ALLOC_HIDDEN void shadowReleaseLeaf(uint32_t i) {
+  Slot *leaf = atomic_load(&g_top[g_leafRegions[i]]);
+  if (leaf) (void)madvise(leaf, LEAF_BYTES, MADV_DONTNEED);
+}
+
 ALLOC_HIDDEN void shadowUnmapAll(void) {
   uint32_t n = atomic_load(&g_leafCount);
   for (uint32_t i = 0; i < n; i++) shadowUnmapLeaf(i);

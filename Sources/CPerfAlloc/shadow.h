@@ -76,6 +76,7 @@ ALLOC_HIDDEN void shadowSortLeaves(void);
 ALLOC_HIDDEN uint64_t shadowVisitLeaf(uint32_t i, void (*visit)(const Slot *, uint64_t, void *), void *context);
 // Gives a listed leaf's memory back (the table must be quiesced).
 ALLOC_HIDDEN void shadowUnmapLeaf(uint32_t i);
+ALLOC_HIDDEN void shadowReleaseLeaf(uint32_t i);
 ALLOC_HIDDEN void shadowUnmapAll(void);
 
 // MARK: - Big blocks

@@ -17,17 +17,34 @@
 
 // The marks, the edge starts and the edge columns' first `count` entries are populated on a
 // second thread while this one builds the block index: their first touches (the kernel
-// clearing 200 MB for 16 M blocks) were on the scan's path. Joined before any thread parks.
+// clearing 200 MB for 16 M blocks) were on the scan's path. The index is built sooner than
+// the arrays are cleared where the host has yet to back the memory, and this thread waited
+// in the join for up to 200 ms: it takes chunks of the arrays too once the index is built. A
+// chunk at a time, so neither holds the address space's lock for a whole array. Joined before
+// any thread parks.
 #define POPULATE_MIN_BLOCKS (1u << 20)
+#define POPULATE_CHUNK      ((uint64_t)1 << 20)
 
 typedef struct {
   void *start[4];
-  uint64_t bytes[4];
+  uint64_t bytes[4];      // page multiples
+  _Atomic uint64_t next;  // the next chunk's offset, counted over the four arrays in turn
 } PopulateJob;
 
+// Populates the job's chunks not taken yet, until none is left.
+static void populate_share(PopulateJob *job) {
+  for (;;) {
+    uint64_t at = atomic_fetch_add_explicit(&job->next, POPULATE_CHUNK, memory_order_relaxed);
+    int i = 0;
+    while (i < 4 && at >= job->bytes[i]) at -= job->bytes[i++];
+    if (i == 4) return;
+    uint64_t left = job->bytes[i] - at;
+    CPerfSupport_populate((char *)job->start[i] + at, left < POPULATE_CHUNK ? left : POPULATE_CHUNK);
+  }
+}
+
 static void *populate_thread(void *context) {
-  PopulateJob *job = context;
-  for (int i = 0; i < 4; i++) CPerfSupport_populate(job->start[i], job->bytes[i]);
+  populate_share(context);
   return NULL;
 }
 
@@ -91,14 +108,22 @@ static int32_t scan_impl(const CPerfHeapScan_Block *blocks, uint64_t count, cons
     // Most big heaps have about an edge a block (an array of objects: one per element).
     reserve_column(&sc.edgeTargets, count);
     reserve_column(&sc.edgeOffsets, count);
-    populate = (PopulateJob){{result->marks, result->edgeStart.data, sc.edgeTargets.data, sc.edgeOffsets.data},
-                             {round_page(count), result->edgeStart.bytes, sc.edgeTargets.capacity * sizeof(uint32_t),
-                              sc.edgeOffsets.capacity * sizeof(uint32_t)}};
+    void *starts[4] = {result->marks, result->edgeStart.data, sc.edgeTargets.data, sc.edgeOffsets.data};
+    uint64_t bytes[4] = {round_page(count), result->edgeStart.bytes, sc.edgeTargets.capacity * sizeof(uint32_t),
+                         sc.edgeOffsets.capacity * sizeof(uint32_t)};
+    for (int i = 0; i < 4; i++) {
+      populate.start[i] = starts[i];
+      populate.bytes[i] = starts[i] ? bytes[i] : 0;
+    }
+    atomic_init(&populate.next, 0);
     populating = CPerfSupport_startQuietThread(NULL, &populator, populate_thread, &populate);
   }
   int indexed = index_build(&ix, blocks, count);
   int indexErrno = errno;
-  if (populating) pthread_join(populator, NULL);
+  if (populating) {
+    populate_share(&populate);
+    pthread_join(populator, NULL);
+  }
   if (indexed != 0) {
     status = indexErrno;
     result->call = "mmap (block index)";
