@@ -814,4 +814,19 @@ struct RecordedBlockLayoutTests {
     #expect(block.metadata == 0 && block.stackID == 3)
   }
 
+  /// The leak analysis compares categories in their raw form, block after block: each must
+  /// read back as the block's own key.
+  @Test(arguments: [
+    (size: 48, metadata: UInt(0x7fff_5555_0008), isSwiftObject: true),
+    (size: 48, metadata: UInt(0x7fff_5555_0008), isSwiftObject: false),
+    (size: 48, metadata: UInt(0), isSwiftObject: true),
+    (size: 48, metadata: UInt(0x7fff_5555_0004), isSwiftObject: true),
+    (size: 0, metadata: UInt(0), isSwiftObject: false),
+    (size: 1 << 40, metadata: UInt(0), isSwiftObject: false),
+  ])
+  func aBlocksRawCategoryKeyReadsBackAsItsKey(size: Int, metadata: UInt, isSwiftObject: Bool) {
+    let block = RecordedBlock(
+      address: 0x1000, size: size, metadata: metadata, isSwiftObject: isSwiftObject, stackID: 9, generation: 2)
+    #expect(AllocationCategoryKey(rawKey: block.rawCategoryKey) == block.categoryKey)
+  }
 }

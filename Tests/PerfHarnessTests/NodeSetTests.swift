@@ -49,5 +49,19 @@ import Testing
         return true
       })
     #expect((0..<3).map { column[$0] } == [70_000, 70_001, 70_002])
+    #expect(column.nodes(in: 70_001) == [1] && column.nodes(in: 5).isEmpty)
+  }
+
+  @Test func theNodesOfACategoryAreListedInOrder() {
+    let categories: [UInt16] = [3, 1, 3, 3, 0]
+    let column = NodeCategories(
+      nodeCount: categories.count,
+      narrow: { buffer in
+        for (node, category) in categories.enumerated() { buffer[node] = category }
+        return true
+      },
+      wide: { _ in false })
+    #expect(column.nodes(in: 3) == [0, 2, 3] && column.nodes(in: 0) == [4])
+    #expect(column.nodes(in: 2).isEmpty && column.nodes(in: 70_000).isEmpty)
   }
 }

@@ -17,14 +17,16 @@ enum DispatchContinuationCache {
   /// at its tail (then a null link), no link named by a block other than a continuation.
   /// A continuation that a queue or a global names is work still to run, and keeps its
   /// context.
+  /// `candidates`: the nodes that can be continuations (plain blocks in their size class),
+  /// in order; every other node is passed over without a look.
   private static func cachedNodes(
-    graph: HeapGraph, block: (Int) -> RecordedBlock, allocator: (Int) -> String?
+    graph: HeapGraph, candidates: [Int], block: (Int) -> RecordedBlock, allocator: (Int) -> String?
   ) -> [Int] {
     let nodeCount = graph.nodeCount
     // Made at the first continuation: a heap without one (16 M objects) needs no array as
     // long as its nodes.
     var isContinuation: [Bool] = []
-    for node in 0..<nodeCount where !graph.isHolder(node) && !HeapGraph.isFreed(graph.marks[node]) {
+    for node in candidates where !graph.isHolder(node) && !HeapGraph.isFreed(graph.marks[node]) {
       let candidate = block(node)
       guard !candidate.isSwiftObject, candidate.size == continuationBytes, candidate.stackID != 0 else { continue }
       if allocator(node)?.hasPrefix(allocatorPrefix) == true {
@@ -72,9 +74,9 @@ enum DispatchContinuationCache {
   /// before the release names it while the release is under way; a stale context names
   /// what malloc put at the freed job's address, the program's own blocks.
   static func staleEdges(
-    graph: HeapGraph, block: (Int) -> RecordedBlock, allocator: (Int) -> String?
+    graph: HeapGraph, candidates: [Int], block: (Int) -> RecordedBlock, allocator: (Int) -> String?
   ) -> [Int] {
-    cachedNodes(graph: graph, block: block, allocator: allocator).flatMap { node in
+    cachedNodes(graph: graph, candidates: candidates, block: block, allocator: allocator).flatMap { node in
       (Int(graph.edgeStart[node])..<Int(graph.edgeStart[node + 1])).filter { edge in
         graph.edgeOffset[edge] & UInt32(CPerfHeapScan_EdgeOffsetMask) != 16
           && allocator(Int(graph.edgeTarget[edge])) != "_Block_copy"

@@ -28,4 +28,15 @@ struct NodeCategories {
   subscript(node: Int) -> Int {
     wide.isEmpty ? Int(narrow[node]) : Int(wide[node])
   }
+
+  /// The nodes whose category index is `category`, in order: one pass over the column's
+  /// raw buffer (a big heap's per-node filters were a closure call a node).
+  func nodes(in category: Int) -> [Int] {
+    wide.isEmpty ? Self.nodes(of: narrow, category) : Self.nodes(of: wide, category)
+  }
+
+  private static func nodes<Element: FixedWidthInteger>(of column: [Element], _ category: Int) -> [Int] {
+    guard let wanted = Element(exactly: category) else { return [] }
+    return column.withUnsafeBufferPointer { indices in (0..<indices.count).filter { indices[$0] == wanted } }
+  }
 }
