@@ -13,10 +13,11 @@ import Testing
     unscannedThreads: 0,
     rootBytes: 0, scannedBytes: 0, scannerBytes: 0, scanNanoseconds: 0)
 
+  /// No filter (nil) walks every edge, as a heap whose edges are all strong is walked.
   @Test func pathsRunFromTheSeedThroughEachEdgesSource() {
-    var paths = RetainerPaths(graph: Self.graph, seeds: [0], keepsAlive: { _ in true })
+    var paths = RetainerPaths(graph: Self.graph, seeds: [0], keepsAlive: nil)
     #expect(paths.parentEdge(of: 1) == nil && paths.parentEdge(of: 2) == nil, "leaves are found when asked for")
-    paths.resolveLeaves([1, 2, 0], keepsAlive: { _ in true })
+    paths.resolveLeaves([1, 2, 0], keepsAlive: nil)
     #expect(paths.path(to: 1).map(\.node) == [0, 3, 5, 1])
     #expect(paths.path(to: 1).map(\.edge) == [nil, 1, 2, 3])
     #expect(paths.path(to: 2).map(\.node) == [0, 2])

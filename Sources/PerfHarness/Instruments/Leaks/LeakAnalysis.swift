@@ -291,8 +291,10 @@ enum LeakAnalysis {
     }
     // With retainers described, their breadth-first walk from the roots is the walk for
     // reachability too: a big heap is walked once, not twice.
-    let paths =
-      describesRetainers ? RetainerPaths(graph: graph, seeds: rootNodes, keepsAlive: { edgeKind[$0].keepsAlive }) : nil
+    // nil while every edge is strong: the walks then check no edge.
+    let keepsAlive: ((Int) -> Bool)? =
+      edgeKind.withUnsafeKinds { $0 == nil } ? nil : { edgeKind[$0].keepsAlive }
+    let paths = describesRetainers ? RetainerPaths(graph: graph, seeds: rootNodes, keepsAlive: keepsAlive) : nil
     if let paths {
       reachable = paths.reached
     } else {
@@ -480,8 +482,8 @@ enum LeakAnalysis {
 
     let retainers = paths.map { paths in
       describeRetainers(
-        graph: graph, paths: paths, keepsAlive: { edgeKind[$0].keepsAlive }, block: block,
-        categories: categories, categoryIndex: { nodeCategory[$0] }, namer: &namer, symbolizer: symbolizer,
+        graph: graph, paths: paths, keepsAlive: keepsAlive, block: block,
+        categories: categories, nodeCategories: nodeCategory, namer: &namer, symbolizer: symbolizer,
         allocatedBy: { node in stackOf(node).first.map { "\($0.symbol) [\($0.module)]" } })
     }
 
@@ -546,13 +548,13 @@ enum LeakAnalysis {
   /// closure context allocated while recording.
   /// - Parameters:
   ///   - paths: the shortest paths from the roots.
-  ///   - keepsAlive: the edges `paths` was walked over.
+  ///   - keepsAlive: the edges `paths` was walked over (nil: every edge).
   static func describeRetainers(
-    graph: HeapGraph, paths: RetainerPaths, keepsAlive: (Int) -> Bool, block: (Int) -> RecordedBlock,
-    categories: [AllocationCategory], categoryIndex: (Int) -> Int, namer: inout EdgeNamer, symbolizer: Symbolizer?,
+    graph: HeapGraph, paths: RetainerPaths, keepsAlive: ((Int) -> Bool)?, block: (Int) -> RecordedBlock,
+    categories: [AllocationCategory], nodeCategories: NodeCategories, namer: inout EdgeNamer, symbolizer: Symbolizer?,
     allocatedBy: (Int) -> String? = { _ in nil }
   ) -> [LeaksReport.Retainers] {
-    func category(_ node: Int) -> AllocationCategory { categories[categoryIndex(node)] }
+    func category(_ node: Int) -> AllocationCategory { categories[nodeCategories[node]] }
     // Grouped by category index first: a lookup by name per node hashed a string for each
     // of a big heap's millions of blocks.
     let reported = categories.map { $0.kind == .swiftClass || $0.kind == .closureContext }
@@ -561,7 +563,7 @@ enum LeakAnalysis {
     var countByCategory = [Int](repeating: 0, count: categories.count)
     var firstNodesByCategory = [[Int]](repeating: [], count: categories.count)
     for node in 0..<graph.nodeCount where !graph.isHolder(node) && paths.reached[node] {
-      let index = categoryIndex(node)
+      let index = nodeCategories[node]
       guard reported[index], !HeapGraph.isFreed(graph.marks[node]) else { continue }
       countByCategory[index] += 1
       if firstNodesByCategory[index].count < retainerInstanceLimit { firstNodesByCategory[index].append(node) }
