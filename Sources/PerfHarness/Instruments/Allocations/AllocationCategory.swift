@@ -29,11 +29,14 @@ enum AllocationCategoryKey: Hashable, Sendable {
   }
 
   init(block size: Int, metadata: UInt, isSwiftObject: Bool) {
-    if isSwiftObject, metadata != 0, metadata & 7 == 0 {
-      self = .swiftObject(metadata: metadata)
-    } else {
-      self = .malloc(sizeClass: Int(CPerfAlloc_sizeClass(UInt64(size))))
-    }
+    self.init(rawKey: Self.rawKey(block: size, metadata: metadata, isSwiftObject: isSwiftObject))
+  }
+
+  /// A block's key in the C side's raw form (see `init(rawKey:)`): cheaper to compare, block
+  /// after block, than the enum.
+  static func rawKey(block size: Int, metadata: UInt, isSwiftObject: Bool) -> UInt64 {
+    if isSwiftObject, metadata != 0, metadata & 7 == 0 { return UInt64(metadata) }
+    return UInt64(CPerfAlloc_sizeClass(UInt64(size))) << 1 | 1
   }
 }
 

@@ -87,12 +87,9 @@ struct RecordedBlock: Sendable, Hashable {
     AllocationCategoryKey(block: size, metadata: metadata, isSwiftObject: isSwiftObject)
   }
 
-  /// `categoryKey` in the C side's raw form (`AllocationCategoryKey(rawKey:)` reads it back):
-  /// cheaper to compare, block after block, than the enum.
+  /// `categoryKey` in the C side's raw form (`AllocationCategoryKey(rawKey:)` reads it back).
   var rawCategoryKey: UInt64 {
-    let metadata = metadataWord & Self.low48
-    if isSwiftObject, metadata != 0, metadata & 7 == 0 { return metadata }
-    return UInt64(CPerfAlloc_sizeClass(UInt64(size))) << 1 | 1
+    AllocationCategoryKey.rawKey(block: size, metadata: metadata, isSwiftObject: isSwiftObject)
   }
 }
 

@@ -182,14 +182,16 @@ enum LeakAnalysis {
               let index: UInt32
               if let previous, previous.rawKey == rawKey {
                 index = previous.index
-              } else if case let key = AllocationCategoryKey(rawKey: rawKey), let known = categoryIndex[key] {
-                index = known
               } else {
-                index = UInt32(namedCategories.count)
                 let key = AllocationCategoryKey(rawKey: rawKey)
-                // A closure context's name already lists what it captures.
-                namedCategories.append(recording.category(for: key))
-                categoryIndex[key] = index
+                if let known = categoryIndex[key] {
+                  index = known
+                } else {
+                  index = UInt32(namedCategories.count)
+                  // A closure context's name already lists what it captures.
+                  namedCategories.append(recording.category(for: key))
+                  categoryIndex[key] = index
+                }
               }
               guard let narrowed = Index(exactly: index) else { return false }
               categoryOf[node] = narrowed

@@ -102,7 +102,7 @@ struct RetainerPaths {
   /// search, for the few paths a report prints, instead of an array as long as the edges.
   private let edgeStart: GraphColumn<UInt32>
 
-  /// `keepsAlive`: the edges walked over; nil, every edge (a call per edge was 25 ms of a
+  /// `keepsAlive`: the edges walked over; nil, every edge (a call per edge was about 25 ms of a
   /// 16 M-object heap's walk where every edge is strong).
   init(graph: HeapGraph, seeds: [UInt32], keepsAlive: ((Int) -> Bool)?) {
     var reached = NodeSet(nodeCount: graph.nodeCount)
