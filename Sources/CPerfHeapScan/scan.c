@@ -108,14 +108,11 @@ static int32_t scan_impl(const CPerfHeapScan_Block *blocks, uint64_t count, cons
     // Most big heaps have about an edge a block (an array of objects: one per element).
     reserve_column(&sc.edgeTargets, count);
     reserve_column(&sc.edgeOffsets, count);
-    void *starts[4] = {result->marks, result->edgeStart.data, sc.edgeTargets.data, sc.edgeOffsets.data};
-    uint64_t bytes[4] = {round_page(count), result->edgeStart.bytes, sc.edgeTargets.capacity * sizeof(uint32_t),
-                         sc.edgeOffsets.capacity * sizeof(uint32_t)};
-    for (int i = 0; i < 4; i++) {
-      populate.start[i] = starts[i];
-      populate.bytes[i] = starts[i] ? bytes[i] : 0;
-    }
-    atomic_init(&populate.next, 0);
+    // A column that could not be mapped has no capacity: nothing of it is populated.
+    populate =
+        (PopulateJob){.start = {result->marks, result->edgeStart.data, sc.edgeTargets.data, sc.edgeOffsets.data},
+                      .bytes = {round_page(count), result->edgeStart.bytes, sc.edgeTargets.capacity * sizeof(uint32_t),
+                                sc.edgeOffsets.capacity * sizeof(uint32_t)}};
     populating = CPerfSupport_startQuietThread(NULL, &populator, populate_thread, &populate);
   }
   int indexed = index_build(&ix, blocks, count);

@@ -48,6 +48,8 @@ enum LeakAnalysis {
       }
     }
 
+    var allStrong: Bool { kinds.isEmpty }
+
     /// The kinds as a buffer, nil while every edge is strong: for the loops over a big heap's
     /// edges.
     func withUnsafeKinds<R>(_ body: (UnsafeBufferPointer<EdgeKind>?) throws -> R) rethrows -> R {
@@ -166,11 +168,10 @@ enum LeakAnalysis {
     var categoryIndex: [AllocationCategoryKey: UInt32] = [:]
     var namedCategories: [AllocationCategory] = []
     // Nodes are in address order, where neighbours are mostly of one type: the previous
-    // node's category is tried before the dictionary (a lookup per node of a 16 M-block heap).
-    // Through raw buffers: checked accesses through `block` were most of this loop's 65 ms
-    // on 16 M blocks. Returns false when an index does not fit `Index`.
-    // The key is compared in its raw form (the C side's: even, a metadata pointer; odd, a size
-    // class): building and comparing the enum was most of this loop's 106 ms on 16 M blocks.
+    // node's category is tried before the dictionary (a lookup per node of a 16 M-block heap),
+    // by its raw key (building and comparing the enum was most of this loop's 106 ms on 16 M
+    // blocks), through raw buffers (checked accesses through `block` were most of its 65 ms
+    // before that). Returns false when an index does not fit `Index`.
     func fill<Index: FixedWidthInteger>(_ categoryOf: UnsafeMutableBufferPointer<Index>) -> Bool {
       var previous: (rawKey: UInt64, index: UInt32)?
       return blocks.withUnsafeBufferPointer { listed in
@@ -294,8 +295,7 @@ enum LeakAnalysis {
     // With retainers described, their breadth-first walk from the roots is the walk for
     // reachability too: a big heap is walked once, not twice.
     // nil while every edge is strong: the walks then check no edge.
-    let keepsAlive: ((Int) -> Bool)? =
-      edgeKind.withUnsafeKinds { $0 == nil } ? nil : { edgeKind[$0].keepsAlive }
+    let keepsAlive: ((Int) -> Bool)? = edgeKind.allStrong ? nil : { edgeKind[$0].keepsAlive }
     let paths = describesRetainers ? RetainerPaths(graph: graph, seeds: rootNodes, keepsAlive: keepsAlive) : nil
     if let paths {
       reachable = paths.reached
