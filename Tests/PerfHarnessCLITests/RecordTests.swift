@@ -268,11 +268,27 @@ struct RecordTests {
   /// harness into the program, on a fixed 1 ms of CPU time as ours), so both splits are of one
   /// execution and a loaded machine moves them alike: separate perf and profiler runs beside
   /// the rest of this suite on 2 cores came out 61/31/7 and 72/23/5, while one run sampled by
-  /// both agrees within 0.4 to 1.2 points over 8 s beside two busy loops (6 runs). Over 4 s
-  /// one run in 10 strayed 3.1: the two samplers' instants drift apart under load, and each
-  /// carries the binomial noise of its ~4000 samples.
+  /// both agrees within 0.4 to 1.2 points over 8 s beside two busy loops (6 runs). Under the
+  /// suite's full load on 2 cores a run can still stray: once in CI perf gave 64.7/29.8/5.5
+  /// while ours gave 67.8/26.1/6.1, ours within a point of the construction and perf 3.5 off
+  /// it. A run outside 3 points is therefore run once more, and the second must agree; two
+  /// profilers that disagreed for a reason of ours would disagree twice.
   @Test("The CPU split of a three-function workload under the preloaded profiler is perf's, within 3 points")
   func cpuSplit() throws {
+    let first = try splitOfOneRun()
+    guard let perf = first.perf, zip(first.ours, perf).contains(where: { abs($0 - $1) > 3 }) else { return }
+    let second = try splitOfOneRun()
+    let secondPerf = try #require(second.perf)
+    for (share, reference) in zip(second.ours, secondPerf) {
+      #expect(
+        abs(share - reference) <= 3,
+        "ours \(second.ours), perf \(secondPerf); the first run: ours \(first.ours), perf \(perf)")
+    }
+  }
+
+  /// One run of the split workload under `record`, and under perf when the machine has it:
+  /// the shares of the three functions, ours and perf's, in `splitFunctions`' order.
+  func splitOfOneRun() throws -> (ours: [Double], perf: [Double]?) {
     let directory = try temporaryDirectory()
     defer { try? FileManager.default.removeItem(at: directory) }
     let workload = try BuiltBinary("bench-workload")
@@ -302,7 +318,7 @@ struct RecordTests {
     }
     // make test installs linux-perf; without it (a machine set up otherwise) only the shape
     // above is checked.
-    guard underPerf else { return }
+    guard underPerf else { return (shares, nil) }
     let perfReport = try BuiltBinary(url: URL(fileURLWithPath: "/usr/bin/perf")).run([
       "report", "-i", perfData, "--comm", "bench-workload", "--stdio", "--no-children", "--sort", "symbol", "-q",
     ])
@@ -313,11 +329,8 @@ struct RecordTests {
       else { continue }
       for name in Self.splitFunctions where line.contains(name) { perfWeights[name, default: 0] += percent }
     }
-    let perfShares = Self.shares(perfWeights)
     #expect(perfWeights.count == 3, "\(perfReport.standardOutput.prefix(2000))")
-    for (share, reference) in zip(shares, perfShares) {
-      #expect(abs(share - reference) <= 3, "ours \(shares), perf \(perfShares)")
-    }
+    return (shares, Self.shares(perfWeights))
   }
 
   static let splitFunctions = ["splitHeavy", "splitMedium", "splitLight"]
