@@ -65,6 +65,7 @@
 #define g_slowAllocStart      cperf_alloc_g_slowAllocStart
 #define g_stackArena          cperf_alloc_g_stackArena
 #define g_stackArenaUsed      cperf_alloc_g_stackArenaUsed
+#define g_stackCacheWide      cperf_alloc_g_stackCacheWide
 #define g_stackCount          cperf_alloc_g_stackCount
 #define g_stackSlots          cperf_alloc_g_stackSlots
 #define g_stackTotalCount     cperf_alloc_g_stackTotalCount
@@ -105,6 +106,7 @@
 #define shadowUnmapLeaf       cperf_alloc_shadowUnmapLeaf
 #define shadowVisitLeaf       cperf_alloc_shadowVisitLeaf
 #define snapshotFreed         cperf_alloc_snapshotFreed
+#define stackCacheMatchWide   cperf_alloc_stackCacheMatchWide
 #define stackIntern           cperf_alloc_stackIntern
 #define startWatchIfWanted    cperf_alloc_startWatchIfWanted
 #define sumLiveBytes          cperf_alloc_sumLiveBytes

@@ -138,6 +138,7 @@ int32_t CPerfAlloc_start(const CPerfAlloc_Config *config, CPerfAlloc_Error *erro
   atomic_store(&g_peakLiveBytes, 0);
   memset(&g_stats, 0, sizeof(g_stats));
   calibrateClock();
+  g_stackCacheWide = __builtin_cpu_supports("avx2");
   g_session++;
   atomic_store(&g_nowMicros, 0);
   atomic_store(&g_timelineLast, 0);

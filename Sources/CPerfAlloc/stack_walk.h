@@ -62,8 +62,12 @@ extern ALLOC_HIDDEN TLS StackCacheEntry t_stackCache[STACK_CACHE_ENTRIES];
 extern ALLOC_HIDDEN TLS uint32_t t_stackCacheNext;
 extern ALLOC_HIDDEN uint64_t g_session;  // incremented by every start
 
+extern ALLOC_HIDDEN bool g_stackCacheWide;  // AVX2 present: set at every start
+ALLOC_HIDDEN bool stackCacheMatchWide(const StackCacheEntry *e, uintptr_t start);
+
 static inline bool stackCacheMatches(const StackCacheEntry *e, uintptr_t start) {
   if (e->session != g_session || e->start != start) return false;
+  if (g_stackCacheWide) return stackCacheMatchWide(e, start);
   uintptr_t fp = start;
   uint32_t n = e->readCount;
   // A frame's two words and the entry's pair are 16 bytes each: one compare per frame

@@ -26,6 +26,7 @@ final class AllocProbeBeforeStart { var value = 0 }
 final class AllocProbeStack { var value = 0 }
 final class AllocProbeLeft { var value = 0 }
 final class AllocProbeRight { var value = 0 }
+final class AllocProbeDeep { var value = 0 }
 final class AllocProbeFork { var value = 0 }
 final class AllocProbeGeneric<T> {
   var value: T
@@ -718,6 +719,62 @@ extension ProcessWideRecording {
         left.contains { $0.contains("allocateLeft") } && !left.contains { $0.contains("allocateRight") }, "\(left)")
       #expect(
         right.contains { $0.contains("allocateRight") } && !right.contains { $0.contains("allocateLeft") }, "\(right)")
+    }
+
+    @inline(never) static func descend(_ depth: Int, _ kept: inout [AnyObject]) {
+      if depth == 0 {
+        kept.append(AllocProbeDeep())
+        return
+      }
+      descend(depth - 1, &kept)
+      // Work after the call, so the recursion stays `depth` frames deep in any build.
+      kept.reserveCapacity(0)
+    }
+
+    /// Two calls of the same recursion from one function, one from each branch: the frames
+    /// differ only in the return address into this function.
+    @inline(never) static func deepFrom(second: Bool, _ depth: Int, _ kept: inout [AnyObject]) {
+      if second {
+        descend(depth, &kept)
+        kept.reserveCapacity(1)
+      } else {
+        descend(depth, &kept)
+        kept.reserveCapacity(0)
+      }
+    }
+
+    /// The same, with the one different return address `depth` frames below the allocation:
+    /// the cache's check compares frames two at a time where the CPU allows, so depths of
+    /// both parities put the difference in either half of a pair, or in the odd last frame.
+    @Test(arguments: [9, 10, 11, 12])
+    func stacksThatDifferOnlyFarBelowTheAllocationAreTwoStacks(depth: Int) throws {
+      var kept: [AnyObject] = []
+      kept.reserveCapacity(100)
+      let recorder = try AllocationRecorder.start(mode: .fullStacks)
+      for index in 0..<100 { Self.deepFrom(second: index % 2 == 1, depth, &kept) }
+      let recording = recorder.stop()
+      func stackIDs(parity: Int) -> Set<UInt32> {
+        let addresses = Set(
+          kept.enumerated().filter { $0.offset % 2 == parity }.map {
+            UInt(bitPattern: Unmanaged.passUnretained($0.element).toOpaque())
+          })
+        return Set(recording.liveBlocks.filter { addresses.contains($0.address) }.map(\.stackID))
+      }
+      let first = stackIDs(parity: 0)
+      let second = stackIDs(parity: 1)
+      withExtendedLifetime(kept) {}
+      #expect(first.count == 1 && second.count == 1 && first.isDisjoint(with: second), "\(first), \(second)")
+      let stackA = recording.stacks[first.first ?? 0] ?? []
+      let stackB = recording.stacks[second.first ?? 0] ?? []
+      let differing = zip(stackA, stackB).enumerated().filter { $0.element.0 != $0.element.1 }.map(\.offset)
+      #expect(stackA.count == stackB.count && differing.count == 1, "\(stackA) \(stackB)")
+      // The one difference is the return address into deepFrom, under depth + 1 descends.
+      let symbolizer = try Symbolizer()
+      let names = stackA.map { symbolizer.frames(at: $0, isReturnAddress: true).last?.symbol ?? "" }
+      if let index = differing.first {
+        #expect(names[index].contains("deepFrom"), "\(names)")
+        #expect(names[..<index].filter { $0.contains("descend") }.count == depth + 1, "\(names)")
+      }
     }
 
     @Test func fullStacksSymbolizeToTheAllocatingFunction() throws {
