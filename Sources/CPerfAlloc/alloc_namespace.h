@@ -21,7 +21,7 @@
 #define g_blocksBytes         cperf_alloc_g_blocksBytes
 #define g_blocksReleased      cperf_alloc_g_blocksReleased
 #define g_blocksOwned         cperf_alloc_g_blocksOwned
-#define g_countsFast          cperf_alloc_g_countsFast
+#define g_fastPath            cperf_alloc_g_fastPath
 #define g_fenceHooks          cperf_alloc_g_fenceHooks
 #define g_freedBytes          cperf_alloc_g_freedBytes
 #define g_freedCount          cperf_alloc_g_freedCount

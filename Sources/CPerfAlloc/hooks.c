@@ -3,6 +3,7 @@
 #include "leak_support.h"
 #include "thread_table.h"
 #include "record.h"
+#include "stack_walk.h"
 #include "swift_objects.h"
 #include "timeline.h"
 
@@ -54,7 +55,53 @@ __attribute__((noinline)) static void *recordCounts(void *p, size_t size, uintpt
   return p;
 }
 
-// Sessions other than plain types and counts (and reentry).
+// mallocStacked's way out: recordAllocWithStack, as mallocRecordingAll takes it.
+__attribute__((noinline)) static void recordStackedSlow(void *p, size_t size, uintptr_t *frame, bool cacheMissed) {
+  t_inHook = 1;
+  if (p && !t_ignoringAllocations) recordAllocWithStack(p, size, frame, isObjectAllocation(frame), cacheMissed);
+  t_inHook = 0;
+}
+
+// malloc in a full-stacks session: recordCounts' path, for a block whose stack the thread's
+// stack cache holds (the walk from this function's frame, which sits on the caller's as
+// mallocRecordingAll's does, would read the words the cache kept). A miss, and whatever
+// recordCounts sends to its slow path, goes to recordAllocWithStack before anything has
+// changed. No tail calls: the walk reads this frame.
+__attribute__((noinline, disable_tail_calls)) static void *mallocStacked(size_t size) {
+  uintptr_t *frame = HOOK_FRAME();
+  void *p = __libc_malloc(size);
+  ThreadTable *t = t_table;
+  uint64_t address = (uint64_t)(uintptr_t)p;
+  uint32_t countdown = t_clockCountdown;
+  if (UNLIKELY(!p || !t || (address & ~BLOCK_ADDRESS) || t_ignoringAllocations || countdown == 0 || size >= SIZE_MASK ||
+               !tableEnter(t))) {
+    recordStackedSlow(p, size, frame, false);
+    return p;
+  }
+  Slot *leaf = leafFor(address);
+  Slot *e = leaf ? slotIn(leaf, address) : NULL;
+  if (UNLIKELY(!e || (e->w0 & LIVE_BIT))) {
+    tableLeave(t);
+    recordStackedSlow(p, size, frame, false);
+    return p;
+  }
+  bool found;
+  uint32_t stackId = stackCacheLookUp(frame, &found);
+  if (UNLIKELY(!found)) {
+    tableLeave(t);
+    recordStackedSlow(p, size, frame, true);
+    return p;
+  }
+  t_clockCountdown = countdown - 1;
+  e->w0 = sessionBits(address, isObjectAllocation(frame)) | ((uint64_t)stackId << STACK_SHIFT) | size;
+  BUMP(t->allocations, 1);
+  BUMP(t->allocatedBytes, size);
+  countByStack(t, stackId, size);
+  tableLeave(t);
+  return p;
+}
+
+// Sessions without a fast path (and reentry).
 __attribute__((noinline)) static void *mallocRecordingAll(size_t size) {
   if (t_inHook) return __libc_malloc(size);
   t_inHook = 1;
@@ -69,9 +116,11 @@ __attribute__((noinline)) static void *mallocRecordingAll(size_t size) {
 }
 
 __attribute__((noinline)) static void *mallocRecording(size_t size) {
-  if (UNLIKELY(t_inHook || !atomic_load_explicit(&g_countsFast, memory_order_relaxed))) {
+  int32_t fast = atomic_load_explicit(&g_fastPath, memory_order_relaxed);
+  if (UNLIKELY(t_inHook || fast == FAST_NONE)) {
     __attribute__((musttail)) return mallocRecordingAll(size);
   }
+  if (fast == FAST_STACKS) __attribute__((musttail)) return mallocStacked(size);
   // No reentry guard around glibc's malloc, which calls no malloc.
   uintptr_t *frame = HOOK_FRAME();
   void *p = __libc_malloc(size);

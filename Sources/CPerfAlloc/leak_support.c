@@ -15,7 +15,7 @@ ALLOC_HIDDEN _Atomic uint64_t g_heldBytes;
 ALLOC_HIDDEN _Atomic uint64_t g_notAvoided;
 
 void CPerfAlloc_reserveAddresses(const uint64_t *addresses, uint64_t count) {
-  atomic_store(&g_countsFast, 0);
+  atomic_store(&g_fastPath, FAST_NONE);
   atomic_store_explicit(&g_reservedCount, 0, memory_order_release);
   if (!count || !addresses) return;
   if (!g_held) {

@@ -30,7 +30,7 @@ static inline void sampleIfTicked(bool ticked, uint64_t micros) {
 
 // With full stacks, or while blocks from before the session are listed.
 __attribute__((noinline)) ALLOC_HIDDEN void recordAllocWithStack(void *pointer, size_t size, uintptr_t *frame,
-                                                                 bool object) {
+                                                                 bool object, bool cacheMissed) {
   uint64_t address = (uint64_t)(uintptr_t)pointer;
   if (UNLIKELY(atomic_load_explicit(&g_preexistingPhase, memory_order_relaxed))) {
     recordPreexisting(address, size, object);
@@ -42,7 +42,7 @@ __attribute__((noinline)) ALLOC_HIDDEN void recordAllocWithStack(void *pointer, 
   uint64_t stackHash = 0;
   bool cached = false;
   if (g_mode == CPerfAlloc_ModeFullStacks) {
-    stackId = stackCacheLookUp(frame, &cached);
+    if (!cacheMissed) stackId = stackCacheLookUp(frame, &cached);
     if (!cached) depth = captureStack(frame, frames, g_maxDepth, reads, &readCount, &stackHash);
   }
   uint64_t micros = 0;

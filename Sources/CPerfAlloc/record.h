@@ -75,8 +75,9 @@ static inline __attribute__((always_inline)) bool shadowInsert(ThreadTable *t, u
 }
 
 // In record.c: the out-of-line paths.
+// `cacheMissed`: the caller looked the walk up in the thread's stack cache and missed.
 __attribute__((noinline)) ALLOC_HIDDEN void recordAllocWithStack(void *pointer, size_t size, uintptr_t *frame,
-                                                                 bool object);
+                                                                 bool object, bool cacheMissed);
 __attribute__((noinline)) ALLOC_HIDDEN void recordAllocCountsAt(void *pointer, size_t size, bool object);
 __attribute__((noinline, cold)) ALLOC_HIDDEN void recordPaused(void *pointer, size_t size, uintptr_t *frame);
 
@@ -92,7 +93,7 @@ static inline __attribute__((always_inline)) void recordAlloc(void *pointer, siz
   }
   if (UNLIKELY(g_mode == CPerfAlloc_ModeFullStacks ||
                atomic_load_explicit(&g_preexistingPhase, memory_order_relaxed))) {
-    if (!t_ignoringAllocations) recordAllocWithStack(pointer, size, frame, isObjectAllocation(frame));
+    if (!t_ignoringAllocations) recordAllocWithStack(pointer, size, frame, isObjectAllocation(frame), false);
     return;
   }
   recordAllocCounts(pointer, size, frame);

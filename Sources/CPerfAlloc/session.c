@@ -71,6 +71,14 @@ static void endTracking(void) {
   tablesRelease(false);
 }
 
+// The hooks' fast path for this session's mode (g_fastPath), zeroing aside.
+static int32_t fastPathOfMode(void) {
+  if (g_zeroNewBlocks) return FAST_NONE;
+  return g_mode == CPerfAlloc_ModeCountsOnly   ? FAST_COUNTS
+         : g_mode == CPerfAlloc_ModeFullStacks ? FAST_STACKS
+                                               : FAST_NONE;
+}
+
 int32_t CPerfAlloc_start(const CPerfAlloc_Config *config, CPerfAlloc_Error *error) {
   if (error) memset(error, 0, sizeof(*error));
   if (!CPERFALLOC_INTERPOSES)
@@ -154,7 +162,7 @@ int32_t CPerfAlloc_start(const CPerfAlloc_Config *config, CPerfAlloc_Error *erro
   } else {
     openTables();
   }
-  atomic_store(&g_countsFast, g_mode == CPerfAlloc_ModeCountsOnly && !g_zeroNewBlocks);
+  atomic_store(&g_fastPath, fastPathOfMode());
   atomic_store(&g_paused, 0);
   atomic_store(&g_state, STATE_RUNNING);
   atomic_store(&g_recording, 1);
@@ -205,12 +213,11 @@ int32_t CPerfAlloc_setPaused(int32_t paused) {
   if (atomic_load(&g_state) != STATE_RUNNING) return 0;
   int32_t previous = atomic_exchange(&g_paused, paused ? 1 : 0);
   if (paused) {
-    // The frameless counts path records without looking at the flag: while paused every
-    // allocation takes the path that does.
-    atomic_store(&g_countsFast, 0);
+    // The fast paths record without looking at the flag: while paused every allocation
+    // takes the path that does.
+    atomic_store(&g_fastPath, FAST_NONE);
   } else if (previous) {
-    atomic_store(&g_countsFast,
-                 g_mode == CPerfAlloc_ModeCountsOnly && !g_zeroNewBlocks && atomic_load(&g_reservedCount) == 0);
+    atomic_store(&g_fastPath, atomic_load(&g_reservedCount) == 0 ? fastPathOfMode() : FAST_NONE);
   }
   return previous;
 }
@@ -352,7 +359,7 @@ int32_t CPerfAlloc_stopInto(CPerfAlloc_Block *out, uint64_t capacity, CPerfAlloc
   // table again. Nothing here may malloc: the guard makes sure.
   t_inHook = 1;
   CPerfSupport_spinLock(&g_markLock);
-  atomic_store(&g_countsFast, 0);
+  atomic_store(&g_fastPath, FAST_NONE);
   tablesHold();
   atomic_store(&g_recording, 0);
   startWatchIfWanted();

@@ -9,7 +9,7 @@ ALLOC_HIDDEN ThreadTable g_overflow = {.index = MAX_TABLES};
 ALLOC_HIDDEN CPerfSupport_SpinLock g_overflowLock;
 ALLOC_HIDDEN _Atomic int32_t g_open;
 ALLOC_HIDDEN bool g_fenceHooks;
-ALLOC_HIDDEN _Atomic int32_t g_countsFast;
+ALLOC_HIDDEN _Atomic int32_t g_fastPath;
 ALLOC_HIDDEN TLS ThreadTable *t_table;
 static TLS int32_t t_noTable;  // none was left for this thread, or it is ending
 

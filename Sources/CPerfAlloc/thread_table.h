@@ -39,9 +39,11 @@ extern ALLOC_HIDDEN CPerfSupport_SpinLock g_overflowLock;
 extern ALLOC_HIDDEN _Atomic int32_t g_open;
 // Without membarrier, a hook's busy store is fenced (one mfence per hook).
 extern ALLOC_HIDDEN bool g_fenceHooks;
-// Types and counts with no reserved addresses, no zeroing and not paused: malloc's hook
-// skips the checks other sessions need.
-extern ALLOC_HIDDEN _Atomic int32_t g_countsFast;
+// A session with no reserved addresses, no zeroing, not paused and not in its preexisting
+// phase: malloc's hook skips the checks other sessions need, and takes the path of the
+// session's mode (FAST_COUNTS, FAST_STACKS; FAST_NONE otherwise).
+enum { FAST_NONE = 0, FAST_COUNTS = 1, FAST_STACKS = 2 };
+extern ALLOC_HIDDEN _Atomic int32_t g_fastPath;
 extern ALLOC_HIDDEN TLS ThreadTable *t_table;
 
 #define BUMP(field, by) __atomic_store_n(&(field), __atomic_load_n(&(field), __ATOMIC_RELAXED) + (by), __ATOMIC_RELAXED)
