@@ -146,6 +146,8 @@ int32_t CPerfAlloc_start(const CPerfAlloc_Config *config, CPerfAlloc_Error *erro
   atomic_store(&g_peakLiveBytes, 0);
   memset(&g_stats, 0, sizeof(g_stats));
   calibrateClock();
+  // Initialized first: a start can come before the constructor that fills the CPU model.
+  __builtin_cpu_init();
   g_stackCacheWide = __builtin_cpu_supports("avx2");
   g_session++;
   atomic_store(&g_nowMicros, 0);
