@@ -25,32 +25,47 @@ __attribute__((noinline)) static void *recordCountsSlow(void *p, size_t size, ui
   return p;
 }
 
-// malloc's recording in a types-and-counts session, after glibc's malloc (frame: the
-// hook's, as its three words). A block whose region has a leaf and whose slot is empty goes
-// in without a call, so this needs no stack frame of its own; everything else (no table
-// yet, a new leaf, a slot never freed, ignored allocations) goes to recordCountsSlow before
-// anything has changed.
-__attribute__((noinline)) static void *recordCounts(void *p, size_t size, uintptr_t ret, uintptr_t callerFrame,
-                                                    uintptr_t frame) {
+// The fast paths' way in: the empty slot of block p in its region's leaf, with the thread's
+// table entered (*table); NULL, with nothing entered, for anything they leave to their slow
+// paths (no table yet, a new leaf, a slot never freed, ignored allocations, the clock's
+// turn, a big block).
+static inline __attribute__((always_inline)) Slot *fastSlot(void *p, size_t size, ThreadTable **table) {
   ThreadTable *t = t_table;
   uint64_t address = (uint64_t)(uintptr_t)p;
-  uint32_t countdown = t_clockCountdown;
-  // The clock's turn and a big block take the slow path too: whatever calls out would cost
-  // this function its frameless path.
-  if (UNLIKELY(!p || !t || (address & ~BLOCK_ADDRESS) || t_ignoringAllocations || countdown == 0 || size >= SIZE_MASK ||
-               !tableEnter(t))) {
-    __attribute__((musttail)) return recordCountsSlow(p, size, ret, callerFrame, frame);
+  if (UNLIKELY(!p || !t || (address & ~BLOCK_ADDRESS) || t_ignoringAllocations || t_clockCountdown == 0 ||
+               size >= SIZE_MASK || !tableEnter(t))) {
+    return NULL;
   }
   Slot *leaf = leafFor(address);
   Slot *e = leaf ? slotIn(leaf, address) : NULL;
   if (UNLIKELY(!e || (e->w0 & LIVE_BIT))) {
     tableLeave(t);
-    __attribute__((musttail)) return recordCountsSlow(p, size, ret, callerFrame, frame);
+    return NULL;
   }
-  t_clockCountdown = countdown - 1;
-  e->w0 = sessionBits(address, isObjectAt(ret, callerFrame, frame)) | size;
+  *table = t;
+  return e;
+}
+
+// The fast paths' insert into the slot fastSlot found (the table stays entered).
+static inline __attribute__((always_inline)) void fastInsert(ThreadTable *t, Slot *e, uint64_t bits, size_t size) {
+  t_clockCountdown--;
+  e->w0 = bits | size;
   BUMP(t->allocations, 1);
   BUMP(t->allocatedBytes, size);
+}
+
+// malloc's recording in a types-and-counts session, after glibc's malloc (frame: the
+// hook's, as its three words). A block fastSlot takes goes in without a call, so this needs
+// no stack frame of its own; everything else goes to recordCountsSlow before anything has
+// changed.
+__attribute__((noinline)) static void *recordCounts(void *p, size_t size, uintptr_t ret, uintptr_t callerFrame,
+                                                    uintptr_t frame) {
+  // The clock's turn and a big block take the slow path too: whatever calls out would cost
+  // this function its frameless path.
+  ThreadTable *t;
+  Slot *e = fastSlot(p, size, &t);
+  if (UNLIKELY(!e)) __attribute__((musttail)) return recordCountsSlow(p, size, ret, callerFrame, frame);
+  fastInsert(t, e, sessionBits((uint64_t)(uintptr_t)p, isObjectAt(ret, callerFrame, frame)), size);
   tableLeave(t);
   return p;
 }
@@ -65,23 +80,14 @@ __attribute__((noinline)) static void recordStackedSlow(void *p, size_t size, ui
 // malloc in a full-stacks session: recordCounts' path, for a block whose stack the thread's
 // stack cache holds (the walk from this function's frame, which sits on the caller's as
 // mallocRecordingAll's does, would read the words the cache kept). A miss, and whatever
-// recordCounts sends to its slow path, goes to recordAllocWithStack before anything has
-// changed. No tail calls: the walk reads this frame.
+// fastSlot leaves, goes to recordAllocWithStack before anything has changed. No tail calls:
+// the walk reads this frame.
 __attribute__((noinline, disable_tail_calls)) static void *mallocStacked(size_t size) {
   uintptr_t *frame = HOOK_FRAME();
   void *p = __libc_malloc(size);
-  ThreadTable *t = t_table;
-  uint64_t address = (uint64_t)(uintptr_t)p;
-  uint32_t countdown = t_clockCountdown;
-  if (UNLIKELY(!p || !t || (address & ~BLOCK_ADDRESS) || t_ignoringAllocations || countdown == 0 || size >= SIZE_MASK ||
-               !tableEnter(t))) {
-    recordStackedSlow(p, size, frame, false);
-    return p;
-  }
-  Slot *leaf = leafFor(address);
-  Slot *e = leaf ? slotIn(leaf, address) : NULL;
-  if (UNLIKELY(!e || (e->w0 & LIVE_BIT))) {
-    tableLeave(t);
+  ThreadTable *t;
+  Slot *e = fastSlot(p, size, &t);
+  if (UNLIKELY(!e)) {
     recordStackedSlow(p, size, frame, false);
     return p;
   }
@@ -92,10 +98,8 @@ __attribute__((noinline, disable_tail_calls)) static void *mallocStacked(size_t 
     recordStackedSlow(p, size, frame, true);
     return p;
   }
-  t_clockCountdown = countdown - 1;
-  e->w0 = sessionBits(address, isObjectAllocation(frame)) | ((uint64_t)stackId << STACK_SHIFT) | size;
-  BUMP(t->allocations, 1);
-  BUMP(t->allocatedBytes, size);
+  uint64_t bits = sessionBits((uint64_t)(uintptr_t)p, isObjectAllocation(frame)) | ((uint64_t)stackId << STACK_SHIFT);
+  fastInsert(t, e, bits, size);
   countByStack(t, stackId, size);
   tableLeave(t);
   return p;
