@@ -65,6 +65,25 @@ static inline int rejoin_point(const Trace *trace, uint64_t sp, uint64_t high) {
   return holds ? j : -1;
 }
 
+// Where frames keep a frame pointer, the chain of saved rbp values names the callers
+// before the walk reaches them: their rules' sets are prefetched here, so that the walk's
+// rule misses (one after another, each waiting for the last) overlap instead. On
+// Foundation's JSON coding, where most walks meet callers the last walk did not have,
+// this took a quarter off the walk. Only a hint: rbp may hold anything (a frameless leaf
+// uses it freely), so every word read is inside the thread's stack, and the walk still
+// takes each frame by its rule.
+#define CHAIN_PREFETCH_FRAMES 16
+static inline void prefetch_chain_rules(uint64_t bp, uint64_t sp, uint64_t high) {
+  for (int i = 0; i < CHAIN_PREFETCH_FRAMES; i++) {
+    if (bp < sp || bp > high - 16 || (bp & 7)) return;
+    uint64_t address = rule_address(*(const uint64_t *)(uintptr_t)(bp + 8), false);
+    if (address < RULE_MAX_PC) __builtin_prefetch(&g_rules[rule_set(address) * RULE_WAYS]);
+    uint64_t up = *(const uint64_t *)(uintptr_t)bp;
+    if (up <= bp) return;  // the chain climbs the stack, or it is no chain
+    bp = up;
+  }
+}
+
 // Fills out[0..] (leaf first) from the interrupted context; -1 means "use libunwind",
 // -2 (only with miss) a PC without a rule, described in *miss.
 static inline int fast_unwind(const ucontext_t *uc, ThreadRecord *record, uint64_t *out, int max, WalkMiss *miss) {
@@ -97,6 +116,8 @@ static inline int fast_unwind(const ucontext_t *uc, ThreadRecord *record, uint64
     uint64_t caller = replay.previous->frames[i].ip;
     if (caller < RULE_MAX_PC) __builtin_prefetch(&g_rules[rule_set(rule_address(caller, false)) * RULE_WAYS]);
   }
+  // Not when the leaf has no rule: that sample is deferred before any caller is looked up.
+  if (ip < RULE_MAX_PC && rule_lookup(rule_address(ip, true))) prefetch_chain_rules(bp, sp, high);
   int n = walk(uc, ip, sp, bp, true, high, 0, out, 0, max, miss, &replay, NULL, NULL);
   if (n > 0 && replay.next->count > 0) record->current ^= 1;
   if (n == -2) {

@@ -483,6 +483,16 @@ extension ProcessWideRecording {
       #expect(Double(deferred) <= 0.2 * Double(fast), "\(deferred) of \(fast) samples deferred")
     }
 
+    /// The handler follows rbp's chain ahead of the walk to prefetch the callers' rules. In
+    /// a leaf that uses rbp for anything else (an address outside the stack, a misaligned
+    /// one, made-up frames), that must read nothing outside the stack and change no stack:
+    /// the samples take the fast path, with libunwind's stacks.
+    @Test(.samplesWhereTheSignalLands) func rbpThatIsNoFramePointerChangesNoStack() throws {
+      try Self.expectFastPathWithLibunwindStacks {
+        Self.blackHole(UnwindCases_spinWithRbpNotAFrame(400_000_000))
+      }
+    }
+
     /// The fast unwinder (per-PC rules applied to the interrupted stack) must produce the
     /// same stacks as unw_backtrace: verify mode computes both for every sample.
     @Test(.samplesWhereTheSignalLands) func fastUnwinderMatchesLibunwindOnDeepRecursion() throws {

@@ -80,6 +80,44 @@ __asm__(
     "  ret\n"
     ".size unwind_cases_frame_without_fde, .-unwind_cases_frame_without_fde\n");
 
+// 16384 additions to rax in a loop of three PCs.
+#define SPIN              \
+  "  movl $16384, %ecx\n" \
+  "1:\n"                  \
+  "  addq $1, %rax\n"     \
+  "  decl %ecx\n"         \
+  "  jnz 1b\n"
+
+// A leaf with CFI that keeps the caller's rbp on its stack and uses the register for
+// other values, as code built without frame pointers may: an address below the stack,
+// one past its top, a misaligned one, and a chain of two made-up frames in its locals
+// (the first's return address 1, the second pointing at itself).
+__asm__(
+    ".text\n"
+    ".p2align 4\n"
+    ".type unwind_cases_rbp_not_a_frame,@function\n"
+    "unwind_cases_rbp_not_a_frame:\n"
+    "  .cfi_startproc\n"
+    "  pushq %rbp\n"
+    "  .cfi_def_cfa_offset 16\n"
+    "  .cfi_offset %rbp, -16\n"
+    "  subq $32, %rsp\n"
+    "  .cfi_def_cfa_offset 48\n"
+    "  movq %rdi, %rax\n"
+    "  leaq 16(%rsp), %rdx\n"
+    "  movq %rdx, (%rsp)\n"
+    "  movq $1, 8(%rsp)\n"
+    "  movq %rdx, 16(%rsp)\n"
+    "  movq $-1, 24(%rsp)\n"
+    "  movq $4096, %rbp\n" SPIN "  movq $-16, %rbp\n" SPIN "  leaq 1(%rsp), %rbp\n" SPIN "  movq %rsp, %rbp\n" SPIN
+    "  addq $32, %rsp\n"
+    "  .cfi_def_cfa_offset 16\n"
+    "  popq %rbp\n"
+    "  .cfi_def_cfa_offset 8\n"
+    "  ret\n"
+    "  .cfi_endproc\n"
+    ".size unwind_cases_rbp_not_a_frame, .-unwind_cases_rbp_not_a_frame\n");
+
 static uint64_t thread_cpu_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
@@ -90,6 +128,7 @@ uint64_t unwind_cases_leaf_without_fde(uint64_t value);
 uint64_t unwind_cases_after_pop(uint64_t value);
 uint64_t unwind_cases_loop_without_fde(uint64_t value);
 uint64_t unwind_cases_frame_without_fde(uint64_t value);
+uint64_t unwind_cases_rbp_not_a_frame(uint64_t value);
 
 __attribute__((noinline)) static uint64_t spin_in(uint64_t (*leaf)(uint64_t), uint64_t nanoseconds) {
   uint64_t start = thread_cpu_ns(), total = 0;
@@ -118,4 +157,8 @@ __attribute__((noinline)) uint64_t UnwindCases_spinInLoopWithoutUnwindInfo(uint6
 
 __attribute__((noinline)) uint64_t UnwindCases_spinUnderFrameWithoutUnwindInfo(uint64_t nanoseconds) {
   return spin_in(unwind_cases_frame_without_fde, nanoseconds);
+}
+
+__attribute__((noinline)) uint64_t UnwindCases_spinWithRbpNotAFrame(uint64_t nanoseconds) {
+  return spin_in(unwind_cases_rbp_not_a_frame, nanoseconds);
 }

@@ -22,4 +22,8 @@ uint64_t UnwindCases_spinInLoopWithoutUnwindInfo(uint64_t nanoseconds);
 /// Swift runtime's `__swift_instantiateCanonicalPrespecializedGenericMetadata` does.
 uint64_t UnwindCases_spinUnderFrameWithoutUnwindInfo(uint64_t nanoseconds);
 
+/// The same, in a leaf with unwind information that saves rbp and fills it with values that
+/// are no frame pointer: outside the stack, misaligned, and a chain of made-up frames.
+uint64_t UnwindCases_spinWithRbpNotAFrame(uint64_t nanoseconds);
+
 #endif
