@@ -123,16 +123,22 @@ static bool cfi_row(uint64_t address, uint64_t *start, uint64_t *end, uint32_t *
   return *start <= address && address < *end;
 }
 
-// Gives rule to every lookup address in [start, end).
+// Gives rule to every lookup address in [start, end) that finds a free way in its set.
+// A range's entries are a guess at which addresses samples will meet, and one learned rule
+// gives up to 290 of them (4 KB of a row) to a cache of 16 K entries: allowed to evict,
+// they pushed out the rules of frames the walks had met. On Foundation's JSON coding (1.5 s,
+// 26-64 K range entries given), 53-240 of the about 375 samples in a run's last quarter
+// were deferred at a caller frame, 126 or more in 7 runs of 8; taking only free ways, 3-11,
+// and 75-81 % of those samples took the fast path instead of 22-55 %.
 static void give_rule(uint64_t start, uint64_t end, uint32_t rule) {
   const uint64_t granule = 1u << RULE_GRANULE_BITS;
   uint64_t first = (start + granule - 1) & ~(granule - 1), last = end & ~(granule - 1);
   if (first >= last) first = last = end;  // no whole granule: every byte on its own
-  for (uint64_t a = start; a < first; a++) rule_insert(a, rule);
-  for (uint64_t a = first; a < last; a += granule) rule_insert_tagged(a, rule_granule_tag(a), rule);
-  for (uint64_t a = last; a < end; a++) rule_insert(a, rule);
-  atomic_fetch_add_explicit(&g_rangeRules, (first - start) + (last - first) / granule + (end - last),
-                            memory_order_relaxed);
+  uint64_t given = 0;
+  for (uint64_t a = start; a < first; a++) given += rule_insert_tagged(a, rule_address_tag(a), rule, false);
+  for (uint64_t a = first; a < last; a += granule) given += rule_insert_tagged(a, rule_granule_tag(a), rule, false);
+  for (uint64_t a = last; a < end; a++) given += rule_insert_tagged(a, rule_address_tag(a), rule, false);
+  atomic_fetch_add_explicit(&g_rangeRules, given, memory_order_relaxed);
 }
 
 // Gives each noted rule to the rest of its row (near it).

@@ -17,16 +17,26 @@ SAMPLER_HIDDEN void calibrate_tsc(Tables *t) {
 
 uint64_t CPerfSampler_nowNs(void) { return now_ns(); }
 
-SAMPLER_HIDDEN void rule_insert_tagged(uint64_t address, uint64_t tag, uint32_t rule) {
+SAMPLER_HIDDEN bool rule_insert_tagged(uint64_t address, uint64_t tag, uint32_t rule, bool evict) {
   _Atomic uint64_t *set = &g_rules[rule_set(address) * RULE_WAYS];
   uint64_t word = (tag << RULE_BITS) | rule;
   for (int w = 0; w < RULE_WAYS; w++) {
     uint64_t expected = 0;
-    if (atomic_compare_exchange_strong(&set[w], &expected, word)) return;
-    if ((expected >> RULE_BITS) == tag) return;  // another thread learned it
+    if (atomic_compare_exchange_strong(&set[w], &expected, word)) return true;
+    if ((expected >> RULE_BITS) == tag) return false;  // another thread learned it
   }
-  // Full set: replace a way (rules are immutable facts, any entry may be evicted).
-  atomic_store_explicit(&set[(tag * 0x9E3779B97F4A7C15ull) >> 61], word, memory_order_relaxed);
+  if (!evict) return false;
+  // Full set: replace a way (rules are immutable facts, any entry may be evicted), a
+  // granule's if there is one: those are given from rows' ranges, and this rule was met.
+  int way = (int)((tag * 0x9E3779B97F4A7C15ull) >> 61);
+  for (int w = 0; w < RULE_WAYS; w++) {
+    if ((atomic_load_explicit(&set[w], memory_order_relaxed) >> RULE_BITS) & 1) {
+      way = w;
+      break;
+    }
+  }
+  atomic_store_explicit(&set[way], word, memory_order_relaxed);
+  return true;
 }
 
 // The range of the FDE (libunwind's procedure) that covers lookup address `address`;

@@ -162,10 +162,13 @@ static inline uint32_t rule_lookup(uint64_t address) {
   return 0;
 }
 
-SAMPLER_HIDDEN void rule_insert_tagged(uint64_t address, uint64_t tag, uint32_t rule);
+// Stores a rule under tag in address's set; in a full set, only with evict (then in place
+// of a way chosen by the tag). Returns whether it took a way (false if the tag was there).
+SAMPLER_HIDDEN bool rule_insert_tagged(uint64_t address, uint64_t tag, uint32_t rule, bool evict);
 
+// A rule a frame met on a stack was stepped to: it may take any way.
 static inline void rule_insert(uint64_t address, uint32_t rule) {
-  rule_insert_tagged(address, rule_address_tag(address), rule);
+  rule_insert_tagged(address, rule_address_tag(address), rule, true);
 }
 
 // Steps libunwind once from the frame (ip, sp, bp), registers otherwise as in uc. The

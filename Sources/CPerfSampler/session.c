@@ -57,6 +57,10 @@ uint64_t CPerfSampler_fastSamples(void) {
 uint64_t CPerfSampler_unwinderMismatches(void) { return atomic_load(&g_mismatches); }
 uint64_t CPerfSampler_rejoinedSamples(void) { return atomic_load(&g_rejoined); }
 uint64_t CPerfSampler_deferredSamples(void) { return atomic_load(&g_deferredSamples); }
+uint32_t CPerfSampler_cachedRule(uint64_t pc, int32_t interrupted) {
+  uint64_t address = rule_address(pc, interrupted != 0);
+  return address < RULE_MAX_PC ? rule_lookup(address) : 0;
+}
 uint64_t CPerfSampler_rangeRules(void) { return atomic_load(&g_rangeRules); }
 uint64_t CPerfSampler_unwindFallbacks(void) { return atomic_load(&g_fallbacks); }
 int32_t CPerfSampler_activeUnwinder(void) { return atomic_load(&g_unwinderActive); }

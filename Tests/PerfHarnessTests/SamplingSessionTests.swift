@@ -493,6 +493,40 @@ extension ProcessWideRecording {
       }
     }
 
+    @inline(never)
+    static func wideLeafBelow(_ depth: Int) -> UInt64 {
+      if depth == 0 { return UnwindCases_wideLeaf(UInt64(depth)) }
+      return wideLeafBelow(depth - 1) &+ 1
+    }
+
+    /// Runs the wide leaf under recursions of random depth, so that consecutive samples
+    /// mostly see other stacks and look up their callers' rules.
+    static func wideLeafAtVaryingDepths(nanoseconds: UInt64) {
+      var generator = SystemRandomNumberGenerator()
+      let start = threadCPUNanoseconds()
+      while threadCPUNanoseconds() - start < nanoseconds {
+        blackHole(wideLeafBelow(Int.random(in: 10...30, using: &generator)))
+      }
+    }
+
+    /// A rule learned off the handler is given to the rest of its CFI row, but only where the
+    /// rule cache has room: a leaf wider than the cache, sampled at new addresses all the
+    /// time, must not push out the rules the walks learned for the frames that call it.
+    /// (Range entries that could evict gave 170 K entries here, and kept the rules of about
+    /// half the callers; on Foundation's JSON coding, samples kept being deferred at callers.)
+    @Test(.samplesWhereTheSignalLands) func rulesGivenToRowsPushNoCallerRuleOut() throws {
+      let session = try SamplingSession.start(SamplerConfiguration())
+      Self.wideLeafAtVaryingDepths(nanoseconds: 900_000_000)
+      let samples = session.stop().samples.filter { $0.threadID == CPerfSampler_gettid() }
+      let callers = Set(samples.flatMap { $0.frames.dropFirst() })
+      let kept = callers.filter { CPerfSampler_cachedRule(UInt64($0), 0) != 0 }
+      #expect(samples.count >= 300, "only \(samples.count) samples")
+      #expect(CPerfSampler_rangeRules() >= 8192, "only \(CPerfSampler_rangeRules()) entries given from rows")
+      #expect(
+        Double(kept.count) >= 0.9 * Double(callers.count),
+        "the rule cache kept the rules of \(kept.count) of the \(callers.count) caller frames met")
+    }
+
     /// The fast unwinder (per-PC rules applied to the interrupted stack) must produce the
     /// same stacks as unw_backtrace: verify mode computes both for every sample.
     @Test(.samplesWhereTheSignalLands) func fastUnwinderMatchesLibunwindOnDeepRecursion() throws {

@@ -176,8 +176,13 @@ uint64_t CPerfSampler_rejoinedSamples(void);
 /// handler, on a copy of the stack (the ones above included).
 uint64_t CPerfSampler_deferredSamples(void);
 /// Rule cache entries of the last session given from the range of the CFI row that a rule
-/// learned on a stack copy holds in (a whole 16-byte granule, or one address, each).
+/// learned on a stack copy holds in (a whole 16-byte granule, or one address, each); only
+/// free entries are given.
 uint64_t CPerfSampler_rangeRules(void);
+/// The rule cache's entry for a frame whose PC is pc (a return address for a caller frame):
+/// nonzero while the cache holds a rule for it. Kept from the last session until the next
+/// starts. For the sampler's tests.
+uint32_t CPerfSampler_cachedRule(uint64_t pc, int32_t interrupted);
 /// Samples of the last session (or the running one) whose stack came out short of what
 /// the unwinder could see (unwindFallbacks in CPerfSampler_Stats), readable after release.
 uint64_t CPerfSampler_unwindFallbacks(void);

@@ -118,6 +118,23 @@ __asm__(
     "  .cfi_endproc\n"
     ".size unwind_cases_rbp_not_a_frame, .-unwind_cases_rbp_not_a_frame\n");
 
+// A leaf of 1 MB of straight-line code in one CFI row: 64 K granules of 16 bytes, four
+// times as many as the sampler's rule cache has entries. Samples keep landing on addresses
+// no rule covers, and each rule learned there gives its row's rule to up to 4 KB around it.
+__asm__(
+    ".text\n"
+    ".p2align 4\n"
+    ".type unwind_cases_wide_leaf,@function\n"
+    "unwind_cases_wide_leaf:\n"
+    "  .cfi_startproc\n"
+    "  movq %rdi, %rax\n"
+    ".rept 262144\n"
+    "  addq $1, %rax\n"
+    ".endr\n"
+    "  ret\n"
+    "  .cfi_endproc\n"
+    ".size unwind_cases_wide_leaf, .-unwind_cases_wide_leaf\n");
+
 static uint64_t thread_cpu_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
@@ -129,6 +146,7 @@ uint64_t unwind_cases_after_pop(uint64_t value);
 uint64_t unwind_cases_loop_without_fde(uint64_t value);
 uint64_t unwind_cases_frame_without_fde(uint64_t value);
 uint64_t unwind_cases_rbp_not_a_frame(uint64_t value);
+uint64_t unwind_cases_wide_leaf(uint64_t value);
 
 __attribute__((noinline)) static uint64_t spin_in(uint64_t (*leaf)(uint64_t), uint64_t nanoseconds) {
   uint64_t start = thread_cpu_ns(), total = 0;
@@ -161,4 +179,8 @@ __attribute__((noinline)) uint64_t UnwindCases_spinUnderFrameWithoutUnwindInfo(u
 
 __attribute__((noinline)) uint64_t UnwindCases_spinWithRbpNotAFrame(uint64_t nanoseconds) {
   return spin_in(unwind_cases_rbp_not_a_frame, nanoseconds);
+}
+
+__attribute__((noinline)) uint64_t UnwindCases_wideLeaf(uint64_t value) {
+  return unwind_cases_wide_leaf(value) + 1;  // not a tail call: this frame stays on the stack
 }
