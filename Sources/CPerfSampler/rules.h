@@ -163,7 +163,8 @@ static inline uint32_t rule_lookup(uint64_t address) {
 }
 
 // Stores a rule under tag in address's set; in a full set, only with evict (then in place
-// of a way chosen by the tag). Returns whether it took a way (false if the tag was there).
+// of a granule's entry if the set has one, else of a way chosen by the tag). Returns
+// whether it took a way (false if the tag was there).
 SAMPLER_HIDDEN bool rule_insert_tagged(uint64_t address, uint64_t tag, uint32_t rule, bool evict);
 
 // A rule a frame met on a stack was stepped to: it may take any way.

@@ -69,7 +69,7 @@ static inline int rejoin_point(const Trace *trace, uint64_t sp, uint64_t high) {
 // before the walk reaches them: their rules' sets are prefetched here, so that the walk's
 // rule misses (one after another, each waiting for the last) overlap instead. On
 // Foundation's JSON coding, where most walks meet callers the last walk did not have,
-// this took a quarter off the walk. Only a hint: rbp may hold anything (a frameless leaf
+// this took a fifth to a quarter off the walk. Only a hint: rbp may hold anything (a frameless leaf
 // uses it freely), so every word read is inside the thread's stack, and the walk still
 // takes each frame by its rule.
 #define CHAIN_PREFETCH_FRAMES 16
