@@ -16,14 +16,16 @@ __asm__(
     "  ret\n"
     ".size unwind_cases_leaf_without_fde, .-unwind_cases_leaf_without_fde\n");
 
-// 16384 additions to rax in a loop of three PCs, then the return.
-#define SPIN_AND_RETURN   \
+// 16384 additions to rax in a loop of three PCs.
+#define SPIN              \
   "  movl $16384, %ecx\n" \
   "1:\n"                  \
   "  addq $1, %rax\n"     \
   "  decl %ecx\n"         \
-  "  jnz 1b\n"            \
-  "  ret\n"
+  "  jnz 1b\n"
+
+// The same, then the return.
+#define SPIN_AND_RETURN SPIN "  ret\n"
 
 // An epilogue whose CFI, after `pop %rbp`, still names the slot rbp was popped from
 // (now below sp), as LLVM emits it, with a loop of a few PCs before the `ret`: samples
@@ -79,14 +81,6 @@ __asm__(
     "  popq %rbp\n"
     "  ret\n"
     ".size unwind_cases_frame_without_fde, .-unwind_cases_frame_without_fde\n");
-
-// 16384 additions to rax in a loop of three PCs.
-#define SPIN              \
-  "  movl $16384, %ecx\n" \
-  "1:\n"                  \
-  "  addq $1, %rax\n"     \
-  "  decl %ecx\n"         \
-  "  jnz 1b\n"
 
 // A leaf with CFI that keeps the caller's rbp on its stack and uses the register for
 // other values, as code built without frame pointers may: an address below the stack,
