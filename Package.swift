@@ -119,7 +119,8 @@ let package = Package(
       path: "Tests/Fixtures/PhotoSearchOutputs"),
 
     // Programs that know nothing of perfharness, for `perfharness record`'s tests.
-    .executableTarget(name: "record-target-swift", path: "Tests/Fixtures/RecordTargetSwift"),
+    .executableTarget(
+      name: "record-target-swift", dependencies: ["LeakCorpusCases"], path: "Tests/Fixtures/RecordTargetSwift"),
     .executableTarget(name: "record-target-c", path: "Tests/Fixtures/RecordTargetC"),
 
     // The sample app (a headless model of the Instruments tutorial's app) and its scenarios.
@@ -138,7 +139,8 @@ let package = Package(
     .testTarget(
       name: "PerfHarnessCLITests",
       dependencies: [
-        "PerfHarnessCLI", "PerfBenchSupport", .product(name: "PropertyBased", package: "swift-property-based"),
+        "PerfHarnessCLI", "PerfBenchSupport", "LeakCorpusCases",
+        .product(name: "PropertyBased", package: "swift-property-based"),
       ]),
   ]
 )

@@ -1,4 +1,5 @@
 import Foundation
+import LeakCorpusCases
 import PerfHarness
 import Testing
 
@@ -53,6 +54,62 @@ struct RecordTests {
     for generation in generations.dropFirst().dropLast() {
       #expect(Self.typeNames(generation).contains("record_target_swift.Thumbnail"), "\(generation)")
     }
+  }
+
+  /// The rings of each instance of a shape that record-target-swift leaked, by sorted short
+  /// type names.
+  private func rings(_ directory: URL) throws -> [[String]: Int] {
+    let leaks = try #require(try report(directory, "record-target-swift")["leaks"] as? [String: Any])
+    var rings: [[String]: Int] = [:]
+    for cycle in (leaks["cycles"] as? [[String: Any]]) ?? [] {
+      let types = ((cycle["nodes"] as? [[String: Any]]) ?? []).compactMap { $0["type"] as? String }
+      rings[types.map(LeakShapes.shortTypeName).sorted(), default: 0] += (cycle["instances"] as? Int) ?? 0
+    }
+    return rings
+  }
+
+  @Test(
+    "A closure a generic extension made, capturing a handler typed by an associated type: recorded whole, its cycles counted",
+    arguments: ["time,allocations,leaks", "allocations", "leaks"])
+  func genericHandlerCapture(instruments: String) throws {
+    // The runtime aborted the program when asked to name that capture without its generic
+    // context: no report at all, with Allocations or Leaks on.
+    let directory = try temporaryDirectory()
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let routes = 40
+    let result = try perfharness.run([
+      "record", "--instruments", instruments, "--format", "json", "--output", directory.path, "--",
+      swiftProgram.url.path, "--seconds", "0.1", "--leak-shape", "shape-generic-handler", "\(routes)",
+    ])
+    #expect(result.status == 0, "\(result.standardError)")
+    let report = try report(directory, "record-target-swift")
+    #expect((report["program"] as? [String: Any])?["exitStatus"] as? Int == 0)
+    if instruments.contains("leaks") {
+      // The route, the reabstraction thunk's context, the generic one and the handler's.
+      let rings = try rings(directory)
+      #expect(rings[["ShapeRoute", "closure context", "closure context", "closure context"]] == routes, "\(rings)")
+    } else {
+      let generations = try #require((report["allocations"] as? [String: Any])?["generations"] as? [[String: Any]])
+      #expect(generations.flatMap(Self.typeNames).contains { $0.hasPrefix("closure context") })
+    }
+  }
+
+  @Test(
+    "Overlapping rings: a parent's closure self-loop and its children's ring are both reported, in every instance",
+    arguments: ["time,allocations,leaks", "leaks"])
+  func overlappingRings(instruments: String) throws {
+    // Only the self-loop was reported; fixing the capture still leaked through the children.
+    let directory = try temporaryDirectory()
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let families = 30
+    let result = try perfharness.run([
+      "record", "--instruments", instruments, "--format", "json", "--output", directory.path, "--",
+      swiftProgram.url.path, "--seconds", "0.1", "--leak-shape", "shape-overlapping-rings", "\(families)",
+    ])
+    #expect(result.status == 0, "\(result.standardError)")
+    let rings = try rings(directory)
+    #expect(rings[["ShapeFamily"]] == families, "\(rings)")
+    #expect(rings[["ShapeChild", "ShapeFamily", "_ContiguousArrayStorage"]] == families, "\(rings)")
   }
 
   @Test("A C program: its lost blocks leaked, its own perfharness_mark calls as generations, its hot function")

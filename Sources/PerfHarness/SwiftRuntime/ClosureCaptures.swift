@@ -45,20 +45,24 @@ struct ClosureCaptureReader {
     let descriptorAddress = descriptorAddress(ofContextMetadata: metadata)
     guard let descriptor = UnsafeRawPointer(bitPattern: descriptorAddress) else { return nil }
     let captureCount = declaredCount(ofDescriptor: descriptorAddress)
+    let metadataSourceCount = Int(descriptor.load(fromByteOffset: 4, as: UInt32.self))
     let bindingCount = Int(descriptor.load(fromByteOffset: 8, as: UInt32.self))
     guard captureCount < 256, bindingCount < 256 else { return nil }
+    // A context that carries generic metadata, or says where to find it, belongs to
+    // generic code: its captures' names may need that generic environment to resolve.
+    let isGeneric = bindingCount > 0 || metadataSourceCount > 0
     var offset = firstOffset + bindingCount * MemoryLayout<UInt>.size
     var captures: [ClosureCapture] = []
     for index in 0..<captureCount {
       let field = descriptor + 12 + index * 4
       let relative = Int(field.load(as: Int32.self))
-      guard relative != 0 else { return nil }
-      let name = (field + relative).assumingMemoryBound(to: UInt8.self)
-      guard
-        let type = typeByMangledName(
-          name, length: UInt(mangledNameLength(name)), genericContext: nil, genericArguments: nil)
+      guard relative != 0, let name = MangledTypeName((field + relative).assumingMemoryBound(to: UInt8.self)) else {
+        return nil
+      }
+      // Generic captures need the context's bindings to resolve: name what came before.
+      guard !(isGeneric && name.mayNeedGenericContext),
+        let type = typeByMangledName(name.bytes, length: UInt(name.length), genericContext: nil, genericArguments: nil)
       else {
-        // Generic captures need the context's bindings to resolve: name what came before.
         return captures.isEmpty ? nil : captures
       }
       let (size, alignment) = _openExistential(type, do: layout)
@@ -67,18 +71,6 @@ struct ClosureCaptureReader {
       offset += size
     }
     return captures
-  }
-
-  /// Bytes of a mangled name: symbolic references (0x01-0x17 take 4 more bytes, 0x18-0x1F
-  /// take 8) may contain zero bytes.
-  private static func mangledNameLength(_ name: UnsafePointer<UInt8>) -> Int {
-    var index = 0
-    while index < 4096 {
-      let byte = name[index]
-      if byte == 0 { break }
-      index += byte <= 0x17 ? 5 : byte <= 0x1F ? 9 : 1
-    }
-    return index
   }
 }
 

@@ -95,17 +95,8 @@ struct FieldLayoutReader {
     }
   }
 
-  /// The length of a mangled type name: symbolic references (0x01-0x17 and 4 bytes,
-  /// 0x18-0x1F and 8) may hold zero bytes, so it is not its C string length.
   static func mangledNameLength(_ address: UInt) -> Int? {
-    let bytes = UnsafePointer<UInt8>(bitPattern: address)!
-    var index = 0
-    while index < 4096 {
-      let byte = bytes[index]
-      if byte == 0 { return index }
-      index += byte <= 0x17 ? 5 : byte <= 0x1F ? 9 : 1
-    }
-    return nil
+    MangledTypeName(UnsafePointer<UInt8>(bitPattern: address)!)?.length
   }
 
   /// The last two characters of a mangled type name, skipping symbolic references

@@ -66,10 +66,46 @@ public final class ShapeScreen: ShapeDelegate {
   public init() {}
 }
 
+// A parent whose children point back at it, and whose stored closure captures only it.
+public final class ShapeFamily {
+  public var children: [ShapeChild] = []
+  public var onChange: (() -> Void)?
+  public var changes = 0
+  public init() {}
+}
+public final class ShapeChild {
+  public var parent: ShapeFamily?
+  public init() {}
+}
+
 // An array of closures, each capturing self.
 public final class ShapeHandlers {
   public var handlers: [() -> Void] = []
   public var count = 0
+  public init() {}
+}
+
+// A route whose handler, wrapped by a protocol extension generic over the router's
+// associated Context (as a web framework's router does), captures the route: the wrapping
+// closure's context is generic, and its capture's type, `(ShapeRequest, Self.Context)
+// async throws -> Output`, names an associated type the runtime can resolve only inside
+// that generic environment.
+public struct ShapeRequestContext { public init() {} }
+public struct ShapeHTTPRequest { public var path = "/" }
+public protocol ShapeResponder { associatedtype Context }
+public final class ShapeRouter<Context>: ShapeResponder { public init() {} }
+extension ShapeResponder {
+  // Never specialized, in any build: the shape is the unspecialized generic context.
+  @_semantics("optimize.sil.specialize.generic.never") @inline(never)
+  public func wrap<Output>(
+    _ handler: @escaping (ShapeHTTPRequest, Self.Context) async throws -> Output, context: Self.Context
+  ) -> (ShapeHTTPRequest) async throws -> Output {
+    { request in try await handler(request, context) }
+  }
+}
+public final class ShapeRoute {
+  public var responder: ((ShapeHTTPRequest) async throws -> String)?
+  public var hits = 0
   public init() {}
 }
 
@@ -79,9 +115,15 @@ public enum LeakShapes {
   /// by short type name), and its blocks in all.
   public struct Expectation: Sendable {
     public var scenario: String
+    /// Its shortest ring's members.
     public var members: [String]
+    /// The other rings of its group, each of which the developer must break too.
+    public var otherRings: [[String]] = []
     public var indirect: [String] = []
-    public var blocksPerInstance: Int { members.count + indirect.count }
+    /// Blocks of one instance beyond its shortest ring and its indirect leaks: the other
+    /// rings' own members.
+    public var otherRingBlocks = 0
+    public var blocksPerInstance: Int { members.count + indirect.count + otherRingBlocks }
   }
 
   /// Every shape, by the scenario `perfharness-leak-corpus` runs it as.
@@ -95,14 +137,21 @@ public enum LeakShapes {
     Expectation(scenario: "shape-linked-nodes", members: ["ShapeNode", "ShapeNode"]),
     Expectation(scenario: "shape-three-object-ring", members: ["ShapeRingA", "ShapeRingB", "ShapeRingC"]),
     Expectation(scenario: "shape-strong-delegate", members: ["ShapeRequest", "ShapeScreen"]),
-    // The reported cycle is the component's shortest one (owner and its buffer, whose
-    // second closure's context is the owner itself); the first closure's context, which
-    // also captures the owner, is what that cycle holds.
+    // Two rings: the owner and its buffer (the second closure's context is the owner
+    // itself), and through the first closure's context, which also captures the owner.
     Expectation(
       scenario: "shape-array-of-closures", members: ["ShapeHandlers", "_ContiguousArrayStorage"],
-      indirect: ["closure context"]),
+      otherRings: [["ShapeHandlers", "_ContiguousArrayStorage", "closure context"]], otherRingBlocks: 1),
+    // The closure's self-loop is the shortest ring; the children's ring must be broken too.
+    Expectation(
+      scenario: "shape-overlapping-rings", members: ["ShapeFamily"],
+      otherRings: [["ShapeChild", "ShapeFamily", "_ContiguousArrayStorage"]],
+      indirect: ["ShapeChild", "ShapeChild"], otherRingBlocks: 2),
     Expectation(scenario: "shape-dispatch-workers", members: ["ShapeClosureOwner", "closure context"]),
     Expectation(scenario: "shape-task-group", members: ["ShapeNode", "ShapeNode"]),
+    Expectation(
+      scenario: "shape-generic-handler",
+      members: ["ShapeRoute", "closure context", "closure context", "closure context"]),
   ]
 
   /// "Module.Type<Args>" → "Type"; "closure context (captures: …)" → "closure context".
@@ -115,6 +164,15 @@ public enum LeakShapes {
   @inline(never) public static func closureCapturingSelfAndValue(_ step: Int) {
     let owner = LeakCorpus.make(ShapeClosureOwner.init)
     owner.action = { owner.total += step }
+  }
+
+  @inline(never) public static func genericHandler(_ step: Int) {
+    let route = LeakCorpus.make(ShapeRoute.init)
+    route.responder = ShapeRouter<ShapeRequestContext>().wrap(
+      { request, _ in
+        route.hits += step
+        return request.path
+      }, context: ShapeRequestContext())
   }
 
   @inline(never) public static func closureCapturingOnlySelf(_ step: Int) {
@@ -154,6 +212,30 @@ public enum LeakShapes {
     screen.request = request
     request.delegate = screen
   }
+
+  @inline(never) public static func overlappingRings(_ step: Int) {
+    let family = LeakCorpus.make(ShapeFamily.init)
+    family.onChange = { family.changes += 1 }
+    for _ in 0..<3 {
+      let child = LeakCorpus.make(ShapeChild.init)
+      child.parent = family
+      family.children.append(child)
+    }
+  }
+
+  /// The shapes leaked one instance per call, by scenario name: for the scenarios and for
+  /// programs that do not link perfharness (`record-target-swift --leak-shape`).
+  public static let byScenario: [String: @Sendable (Int) -> Void] = [
+    "shape-closure-capturing-self-and-value": closureCapturingSelfAndValue,
+    "shape-closure-capturing-only-self": closureCapturingOnlySelf,
+    "shape-closure-ring": closureRing,
+    "shape-linked-nodes": linkedNodes,
+    "shape-three-object-ring": threeObjectRing,
+    "shape-strong-delegate": strongDelegate,
+    "shape-array-of-closures": arrayOfClosures,
+    "shape-overlapping-rings": overlappingRings,
+    "shape-generic-handler": genericHandler,
+  ]
 
   @inline(never) public static func arrayOfClosures(_ step: Int) {
     let owner = LeakCorpus.make(ShapeHandlers.init)

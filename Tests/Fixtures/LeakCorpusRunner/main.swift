@@ -92,13 +92,20 @@ func run(_ binary: URL, shape: LeakShapes.Expectation, instances: Int, instrumen
   }
   var outcome = Outcome()
   let members = shape.members.sorted()
+  let otherRings = shape.otherRings.map { $0.sorted() }
+  var otherRingsFound = Array(repeating: 0, count: otherRings.count)
   for cycle in leaks.cycles {
     let types = cycle.nodes.map { LeakShapes.shortTypeName($0.type) }.sorted()
     if types == members {
       outcome.instancesFound += cycle.instances
+    } else if let other = otherRings.firstIndex(of: types) {
+      otherRingsFound[other] += cycle.instances
     } else {
       outcome.falseLeaks.append("cycle \(types.joined(separator: "+")) x\(cycle.instances)")
     }
+  }
+  for (ring, found) in zip(otherRings, otherRingsFound) where found != instances {
+    outcome.falseLeaks.append("ring \(ring.joined(separator: "+")) x\(found), expected x\(instances)")
   }
   for leak in leaks.rootLeaks { outcome.falseLeaks.append("root leak \(leak.type) x\(leak.count)") }
   var indirect: [String: Int] = [:]

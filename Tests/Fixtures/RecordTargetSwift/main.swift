@@ -1,9 +1,15 @@
 // An ordinary Swift program that knows nothing of perfharness (it does not link it), for
 // `perfharness record`'s tests: it leaks a retain cycle, grows a cache for a while, and
 // exits with the status it is asked for.
-//   record-target-swift [--seconds S] [--exit-status N] [--crash]
+//   record-target-swift [--seconds S] [--exit-status N] [--crash] [--leak-shape NAME N]
+//                       [--ignore-term] [--say TEXT]
 // --crash: a failed force-unwrap once the cache is filled (the Swift runtime traps).
+// --leak-shape: also leaks N instances of a shape of the leaks corpus (LeakShapes.byScenario;
+// the corpus is plain Swift, no perfharness in it).
+// --ignore-term: SIGTERM is ignored, as a server with a drain of its own may.
+// --say: prints TEXT on stdout at the start.
 import Foundation
+import LeakCorpusCases
 
 final class Ledger {
   var auditor: Auditor?
@@ -23,12 +29,22 @@ final class Thumbnail {
 var seconds = 1.0
 var exitStatus: Int32 = 0
 var crashes = false
+var leakShape: (make: @Sendable (Int) -> Void, count: Int)?
 var arguments = CommandLine.arguments.dropFirst()
 while let argument = arguments.popFirst() {
   switch argument {
   case "--seconds": seconds = Double(arguments.popFirst() ?? "") ?? seconds
   case "--exit-status": exitStatus = Int32(arguments.popFirst() ?? "") ?? 0
   case "--crash": crashes = true
+  case "--leak-shape":
+    guard let make = LeakShapes.byScenario[arguments.popFirst() ?? ""], let count = Int(arguments.popFirst() ?? "")
+    else {
+      FileHandle.standardError.write(Data("--leak-shape needs a shape of LeakShapes.byScenario and a count\n".utf8))
+      exit(64)
+    }
+    leakShape = (make, count)
+  case "--ignore-term": signal(SIGTERM, SIG_IGN)
+  case "--say": print(arguments.popFirst() ?? "")
   default:
     FileHandle.standardError.write(Data("unknown argument \(argument)\n".utf8))
     exit(64)
@@ -52,6 +68,7 @@ FileHandle.standardError.write(Data("record-target-swift ready, pid \(getpid())\
 var cache: [Int: Thumbnail] = [:]
 makeCycle()
 published = nil
+if let leakShape { for step in 0..<leakShape.count { leakShape.make(step) } }
 let start = Date()
 var key = 0
 while Date().timeIntervalSince(start) < seconds {

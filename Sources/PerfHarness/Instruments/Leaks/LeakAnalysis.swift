@@ -348,15 +348,20 @@ enum LeakAnalysis {
       }
       if isCycle { cycleComponents.append(component) }
     }
-    // A component reads as one retain cycle: its shortest cycle (what the developer must
-    // break, e.g. a controller and the closure that captures it). The other members are
-    // what that cycle holds: indirect leaks, never cycles or roots of their own.
-    var cyclePaths: [[CyclePathStep]] = []
+    // A component reads as its rings: its shortest cycle (what the developer must break,
+    // e.g. a controller and the closure that captures it), and a ring through every other
+    // link between two types inside it, so that a closure's self-loop never hides the
+    // parent-child ring beside it. The other members are what those rings hold: indirect
+    // leaks, never cycles or roots of their own.
+    var cyclePaths: [(steps: [CyclePathStep], group: RingGroup)] = []
     for component in cycleComponents {
-      let path = shortestCycle(
+      let rings = ringsThroughEveryLink(
         in: component, graph: graph, isMember: &memberOfComponent, isCycleEdge: isCycleEdge, typeName: typeName)
-      for step in path { inCycle.insert(step.node) }
-      cyclePaths.append(path)
+      let group = RingGroup(blocks: component.count, hasMoreRings: rings.hasMore)
+      for ring in rings.rings {
+        for step in ring { inCycle.insert(step.node) }
+        cyclePaths.append((ring, group))
+      }
     }
 
     // Root vs indirect: referenced by another leaked block through an owning edge
@@ -413,7 +418,7 @@ enum LeakAnalysis {
     var namer = EdgeNamer(fieldReader: fieldReader, captureReader: ClosureCaptureReader())
     var cycleIndexBySignature: [String: Int] = [:]
     var cycles: [LeaksReport.Cycle] = []
-    for path in cyclePaths {
+    for (path, group) in cyclePaths {
       let members = path.map(\.node)
       var position: [Int: Int] = [:]
       for (index, node) in members.enumerated() { position[node] = index }
@@ -448,6 +453,7 @@ enum LeakAnalysis {
       let signature = signatureSteps.joined(separator: ">")
       if let existing = cycleIndexBySignature[signature] {
         cycles[existing].instances += 1
+        cycles[existing].note(group, ringBlocks: members.count)
         continue
       }
       // Neighbourhood: leaked blocks one step away.
@@ -473,12 +479,13 @@ enum LeakAnalysis {
         }
       }
       cycleIndexBySignature[signature] = cycles.count
-      cycles.append(
-        LeaksReport.Cycle(
-          nodes: members.map {
-            LeaksReport.Cycle.Node(type: typeName($0), bytes: block($0).size, allocationStack: stackOf($0))
-          },
-          edges: edges, instances: 1, neighbors: neighbors, neighborEdges: neighborEdges))
+      var cycle = LeaksReport.Cycle(
+        nodes: members.map {
+          LeaksReport.Cycle.Node(type: typeName($0), bytes: block($0).size, allocationStack: stackOf($0))
+        },
+        edges: edges, instances: 1, neighbors: neighbors, neighborEdges: neighborEdges)
+      cycle.note(group, ringBlocks: members.count)
+      cycles.append(cycle)
     }
     cycles.sort { ($0.instances, $0.nodes.count) > ($1.instances, $1.nodes.count) }
 
@@ -727,23 +734,30 @@ enum LeakAnalysis {
       }
       steps.reverse()
       if !best.isEmpty && steps.count > best.count { continue }
-      // Rotate to the smallest type name (ties: the rotation whose sequence sorts first).
-      let names = steps.map { typeName($0.node) }
-      var rotation = 0
-      for candidate in 1..<max(steps.count, 1)
-      where (names[candidate...] + names[..<candidate]).lexicographicallyPrecedes(
-        names[rotation...] + names[..<rotation])
-      {
-        rotation = candidate
-      }
-      let rotated = Array(steps[rotation...] + steps[..<rotation])
-      let key = Array(names[rotation...] + names[..<rotation])
+      let (rotated, key) = rotatedToSmallestType(steps, typeName: typeName)
       if best.isEmpty || rotated.count < best.count || key.lexicographicallyPrecedes(bestKey) {
         best = rotated
         bestKey = key
       }
     }
     return best
+  }
+
+  /// A ring rotated to start at its smallest type name (ties: the rotation whose sequence
+  /// sorts first), so that one ring reads the same wherever it was entered; and that
+  /// sequence of names.
+  static func rotatedToSmallestType(_ steps: [CyclePathStep], typeName: (Int) -> String)
+    -> (steps: [CyclePathStep], names: [String])
+  {
+    let names = steps.map { typeName($0.node) }
+    var rotation = 0
+    for candidate in 1..<max(steps.count, 1)
+    where (names[candidate...] + names[..<candidate]).lexicographicallyPrecedes(
+      names[rotation...] + names[..<rotation])
+    {
+      rotation = candidate
+    }
+    return (Array(steps[rotation...] + steps[..<rotation]), Array(names[rotation...] + names[..<rotation]))
   }
 
   /// The node an edge leaves (edges are stored grouped by source).

@@ -1,8 +1,9 @@
 /// The leaks instrument's results (the JSON report's `leaks` section), like macOS `leaks`
 /// and memcheck: blocks allocated while recording and unreachable from any root (stacks,
 /// registers, TLS, writable image segments) through strong references are leaked; among
-/// them, strongly connected components are ROOT CYCLEs, leaked blocks that no other leaked
-/// block references are root leaks, the rest are indirect leaks.
+/// them, the rings that pass every link of a strongly connected component are ROOT CYCLEs,
+/// leaked blocks that no other leaked block references are root leaks, the rest are
+/// indirect leaks.
 public struct LeaksReport: Codable, Sendable, Equatable {
   /// Every leaked block: root leaks, cycle members and indirect leaks.
   public var leakedCount: Int
@@ -134,6 +135,13 @@ public struct LeaksReport: Codable, Sendable, Equatable {
     /// graph rendering; `Edge.from`/`to` index `nodes` then `neighbors` (nodes.count + i).
     public var neighbors: [Node]
     public var neighborEdges: [Edge]
+    /// The most blocks of a strongly connected group this ring was found in, when a group
+    /// held more than the ring: its other members are held by the ring, or lie on the
+    /// other rings listed for it. nil: the ring was the whole group.
+    public var groupBlocks: Int?
+    /// A group this ring was found in has more distinct rings than the analysis lists
+    /// (``LeaksReport/ringLimit``): breaking the listed ones may not free it.
+    public var groupHasMoreRings: Bool?
 
     public struct Node: Codable, Sendable, Equatable {
       public var type: String
@@ -154,6 +162,9 @@ public struct LeaksReport: Codable, Sendable, Equatable {
     }
   }
 
+  /// How many rings the analysis lists for one strongly connected group of leaked blocks.
+  public static let ringLimit = 16
+
   /// How many types a report keeps retainer paths for, the program's own first.
   public static let retainerTypeLimit = 50
 
@@ -173,7 +184,7 @@ public struct LeaksReport: Codable, Sendable, Equatable {
       let total = cycle.nodes.reduce(0) { $0 + $1.bytes }
       lines.append(
         "  \(cycle.instances) (\(total * cycle.instances) bytes) ROOT CYCLE"
-          + (cycle.instances > 1 ? " x \(cycle.instances) instances" : ""))
+          + (cycle.instances > 1 ? " x \(cycle.instances) instances" : "") + cycle.groupNote)
       for (index, node) in cycle.nodes.enumerated() {
         lines.append(
           "    [\(index)] <\(node.type) \(node.bytes) bytes>"
@@ -216,6 +227,12 @@ public struct LeaksReport: Codable, Sendable, Equatable {
 }
 
 extension LeaksReport.Cycle {
+  /// ", in a group of N blocks" (and that it has more rings than listed), or "".
+  public var groupNote: String {
+    guard let groupBlocks else { return groupHasMoreRings == true ? ", its group has more rings than listed" : "" }
+    return ", in a group of \(groupBlocks) blocks" + (groupHasMoreRings == true ? " with more rings than listed" : "")
+  }
+
   /// Graphviz DOT for this cycle and its neighbourhood: cycle nodes bold, neighbours
   /// dashed, edges labelled with their field or capture name and offset.
   public func dot(title: String = "cycle") -> String {
