@@ -483,8 +483,19 @@ static void findGlibcMalloc(void) {
   }
 }
 
+// The program `perfharness record` started dies with the harness (even of SIGKILL), as a
+// scenario's child does: nothing would be left to stop it or read its report. Only that
+// process: what it starts has another parent and is its to manage.
+static void dieWithHarness(void) {
+  const char *value = getenv("PERFHARNESS_RECORD_HARNESS");
+  pid_t harness = value ? (pid_t)strtol(value, NULL, 10) : 0;
+  if (harness <= 0 || getppid() != harness) return;
+  if (CPerfCrash_dieWithParent(harness) == 1) raise(SIGKILL);
+}
+
 __attribute__((constructor)) static void startRecording(void) {
   if (!getenv("PERFHARNESS_RECORD")) return;
+  dieWithHarness();
   double markEvery = cperf_preload_settings();
   if (markEvery < 0) return;
   g_markEverySeconds = markEvery;

@@ -13,8 +13,13 @@ struct ProgramLaunch {
   var library: String
   var settings: ProgramRecording.Settings
   /// SIGTERM at this many seconds (the recorder ends the program through exit(), so its
-  /// report is written), SIGKILL `ScenarioProcess.stopGraceSeconds` later; nil: none.
+  /// report is written), SIGKILL `graceSeconds` later; nil: none.
   var timeoutSeconds: Int?
+  /// How long a program stopped by --timeout, SIGINT or SIGTERM has to end before SIGKILL.
+  var graceSeconds = ScenarioProcess.stopGraceSeconds
+  /// Where the program's stdout goes: the harness's stderr when the harness's stdout
+  /// carries a report (--format json or markdown), so that it stays whole.
+  var programOutputToStandardError = false
 
   /// How the program ended and what its processes recorded.
   struct Outcome {
@@ -78,6 +83,11 @@ struct ProgramLaunch {
       } else if let ended = program.signal, ended == "SIGINT" || ended == "SIGTERM" {
         report.status = .interrupted
         report.error = "the program was stopped by \(ended); the recording until then"
+      } else if let interruption {
+        // It handles the signal itself and ended when it chose to: still not a run that passed.
+        report.status = .interrupted
+        report.error =
+          "interrupted by \(ScenarioProcess.signalName(interruption)); the program then exited with status \(ending.status)"
       } else if ending.status != 0 {
         report.status = .crashed
         report.error = "the program exited with status \(ending.status)"
@@ -108,28 +118,34 @@ struct ProgramLaunch {
     environment["LD_PRELOAD"] = [library, environment["LD_PRELOAD"]].compactMap { $0 }.filter { !$0.isEmpty }
       .joined(separator: ":")
     environment[ProgramRecording.settingsEnvironmentKey] = settingsFile.path
+    // The recorder sets a parent-death signal in the program: it ends when the harness dies.
+    environment[ProgramRecording.harnessEnvironmentKey] = String(getpid())
     if settings.configuration.instruments.contains(.leaks) {
       // The interposer then tracks blocks from the process's start (CPerfAlloc_trackAllBlocks).
       environment["PERFHARNESS_TRACK_ALL_BLOCKS"] = "1"
     }
     let start = ContinuousClock.now
-    let pid = try Self.spawn(executable, arguments: arguments, environment: environment)
+    let pid = try Self.spawn(
+      executable, arguments: arguments, environment: environment, outputToStandardError: programOutputToStandardError)
     var interruption: Int32?
     var ending: ScenarioProcess.Ending?
+    var timedOut = false
     var stoppedAt: ContinuousClock.Instant?
     while ending == nil {
+      let now = ContinuousClock.now
       if interruption == nil, case let signal = CPerfCrash_interruption(), signal != 0 {
         interruption = signal
         // The terminal's Ctrl-C already reached the program; a kill of the harness alone did not.
         if signal == SIGTERM { kill(pid, SIGTERM) }
+        stoppedAt = stoppedAt ?? now
       }
-      let now = ContinuousClock.now
       if let timeoutSeconds, stoppedAt == nil, now > start + .seconds(timeoutSeconds) {
+        timedOut = true
         stoppedAt = now
         kill(pid, SIGTERM)
       }
-      if let stoppedAt, now > stoppedAt + .seconds(ScenarioProcess.stopGraceSeconds) {
-        // It handles SIGTERM itself and went on, or hangs in its exit handlers.
+      if let stoppedAt, now > stoppedAt + .seconds(graceSeconds) {
+        // It handles the signal itself and went on, or hangs in its exit handlers.
         kill(pid, SIGKILL)
       }
       ending = ScenarioProcess.Ending.of(pid)
@@ -158,13 +174,20 @@ struct ProgramLaunch {
     }
     return Outcome(
       executable: executable, arguments: arguments, pid: pid, ending: ending!, wallTimeMilliseconds: wallTime,
-      recorded: recorded, children: children, interruption: interruption, timedOut: stoppedAt != nil)
+      recorded: recorded, children: children, interruption: interruption, timedOut: timedOut)
   }
 
-  /// With the harness's descriptors 0-2, in its process group.
-  private static func spawn(_ executable: String, arguments: [String], environment: [String: String]) throws -> pid_t {
+  /// With the harness's descriptors 0-2 (its stdout the harness's stderr when
+  /// `outputToStandardError`), in its process group.
+  private static func spawn(
+    _ executable: String, arguments: [String], environment: [String: String], outputToStandardError: Bool
+  ) throws -> pid_t {
+    var actions = posix_spawn_file_actions_t()
+    posix_spawn_file_actions_init(&actions)
+    defer { posix_spawn_file_actions_destroy(&actions) }
+    if outputToStandardError { posix_spawn_file_actions_adddup2(&actions, STDERR_FILENO, STDOUT_FILENO) }
     let (pid, status) = ChildProcess.spawnFresh(
-      executable, arguments: arguments, environment: environment, actions: nil, ownGroup: false)
+      executable, arguments: arguments, environment: environment, actions: &actions, ownGroup: false)
     guard status == 0 else {
       throw HarnessError("cannot start \(executable): \(String(cString: strerror(status)))")
     }

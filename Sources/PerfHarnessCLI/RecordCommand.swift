@@ -13,7 +13,10 @@ struct RecordCommand: ParsableCommand {
       beside perfharness), from before its main to after its exit handlers; the report goes to \
       DIR/<executable name>/. Generations: --mark-every, `kill -USR2 PID`, or the program's own \
       call of perfharness_mark("label") (declare it weak). SIGINT and SIGTERM end a program that \
-      does not handle them through exit(), so its report is still written. A process it \
+      does not handle them through exit(), so its report is still written; one that goes on \
+      is killed --grace seconds later (exit 130/143, status interrupted), and the program dies \
+      with the harness. With --format json or markdown the program's stdout goes to stderr, so \
+      that stdout holds the report alone. A process it \
       fork+execs is recorded too, in DIR/<name>/children/<pid>-<its name>/. CMD's non-zero exit \
       status or death by a signal is exit 3 (the report holds the status).
       """)
@@ -27,9 +30,15 @@ struct RecordCommand: ParsableCommand {
 
   @Option(
     help: ArgumentHelp(
-      "Stop the program after this many seconds (1-86400): SIGTERM, which writes its report, then SIGKILL 20 s later; exit 3.",
+      "Stop the program after this many seconds (1-86400): SIGTERM, which writes its report, then SIGKILL --grace seconds later; exit 3.",
       valueName: "seconds"))
   var timeout: Int?
+
+  @Option(
+    help: ArgumentHelp(
+      "How long a program stopped by --timeout, SIGINT or SIGTERM has to end before SIGKILL (0-3600).",
+      valueName: "seconds"))
+  var grace = ScenarioProcess.stopGraceSeconds
 
   @OptionGroup var checks: CheckOptions
 
@@ -51,6 +60,9 @@ struct RecordCommand: ParsableCommand {
     }
     if let timeout, !(1...86_400).contains(timeout) {
       throw ValidationError("--timeout must be between 1 and 86400 seconds, got \(timeout)")
+    }
+    if !(0...3_600).contains(grace) {
+      throw ValidationError("--grace must be between 0 and 3600 seconds, got \(grace)")
     }
     if let markEvery, !(markEvery.isFinite && (0.01...86_400).contains(markEvery)) {
       throw ValidationError("--mark-every must be between 0.01 and 86400 seconds, got \(markEvery)")
@@ -90,7 +102,8 @@ struct RecordCommand: ParsableCommand {
       settings: ProgramRecording.Settings(
         configuration: configuration,
         resultDirectory: folder.url.appendingPathComponent(".perfharness-results-\(getpid())").path,
-        markEverySeconds: markEvery), timeoutSeconds: timeout)
+        markEverySeconds: markEvery), timeoutSeconds: timeout, graceSeconds: grace,
+      programOutputToStandardError: recording.format != .text)
     let outcome = try launch.run()
     var report = outcome.report(name: name, instruments: configuration.instruments)
     if !outcome.children.isEmpty {

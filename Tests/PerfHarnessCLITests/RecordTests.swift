@@ -297,6 +297,65 @@ struct RecordTests {
     #expect(bad.status == 64 && bad.standardError.contains("--timeout must be between 1 and 86400"))
   }
 
+  @Test("A program that ignores SIGTERM: killed --grace seconds after the harness's SIGTERM; exit 143, interrupted")
+  func programIgnoringTerm() throws {
+    let directory = try temporaryDirectory()
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let running = try perfharness.start([
+      "record", "--output", directory.path, "--grace", "1", "--instruments", "allocations", "--",
+      swiftProgram.url.path, "--ignore-term", "--seconds", "60",
+    ])
+    _ = try Self.programPid(running)
+    let start = ContinuousClock.now
+    kill(running.pid, SIGTERM)
+    let result = try running.wait()
+    // Before, the harness waited the program's 60 s out and exited 0, "passed".
+    #expect(ContinuousClock.now - start < .seconds(15))
+    #expect(result.status == 128 + SIGTERM, "\(result.standardError)")
+    let report = try report(directory, "record-target-swift")
+    #expect(report["status"] as? String == "interrupted")
+    #expect((report["program"] as? [String: Any])?["signal"] as? String == "SIGKILL")
+  }
+
+  @Test("A recorded program dies with the harness, even when the harness is killed with SIGKILL")
+  func programDiesWithTheHarness() throws {
+    let directory = try temporaryDirectory()
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let running = try perfharness.start([
+      "record", "--output", directory.path, "--instruments", "allocations", "--", swiftProgram.url.path,
+      "--seconds", "60",
+    ])
+    let pid = try Self.programPid(running)
+    kill(running.pid, SIGKILL)
+    _ = try running.wait()
+    let end = ContinuousClock.now + .seconds(10)
+    while kill(pid, 0) == 0 && ContinuousClock.now < end { usleep(20_000) }
+    let alive = kill(pid, 0) == 0
+    if alive { kill(pid, SIGKILL) }
+    #expect(!alive, "the program \(pid) outlived the harness")
+  }
+
+  @Test(
+    "--format json: stdout is the report alone, the program's own output goes to stderr",
+    arguments: ["json", "markdown"])
+  func reportAloneOnStandardOutput(format: String) throws {
+    let directory = try temporaryDirectory()
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let result = try perfharness.run([
+      "record", "--output", directory.path, "--format", format, "--instruments", "allocations", "--",
+      swiftProgram.url.path, "--seconds", "0.1", "--say", "PROGRAM-LINE",
+    ])
+    #expect(result.status == 0, "\(result.standardError)")
+    #expect(result.standardError.contains("PROGRAM-LINE\n") && result.standardError.contains("cached "))
+    if format == "json" {
+      // The report names the program's arguments, PROGRAM-LINE among them: it must parse whole.
+      let object = try JSONSerialization.jsonObject(with: Data(result.standardOutput.utf8))
+      #expect((object as? [String: Any])?["status"] as? String == "passed")
+    } else {
+      #expect(!result.standardOutput.contains("PROGRAM-LINE") && !result.standardOutput.contains("cached "))
+    }
+  }
+
   @Test("A process the program fork+execs is recorded in a report of its own")
   func children() throws {
     let directory = try temporaryDirectory()

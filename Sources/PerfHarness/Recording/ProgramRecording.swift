@@ -12,6 +12,8 @@ public final class ProgramRecording: @unchecked Sendable {
   /// What the harness hands the preloaded recorder, as JSON in the file this
   /// environment variable names.
   public static let settingsEnvironmentKey = "PERFHARNESS_RECORD"
+  /// The harness's pid: the program it started dies with it (a parent-death signal).
+  public static let harnessEnvironmentKey = "PERFHARNESS_RECORD_HARNESS"
 
   /// The preloaded recorder's settings: one file for the whole process tree, since every
   /// process that loads the recorder (the program and what it execs) reads the same.
