@@ -170,6 +170,18 @@ struct HTMLBrowserTests {
       from: Data(contentsOf: directory.appendingPathComponent("closure-retain-cycles/starter/report.json")))
     let leaked = try #require(cycles.leaks?.leakedCount)
     #expect(dom.contains("\(leaked) leaked blocks"))
+    // Each row leads with what its report page leads with, not only the problems.
+    #expect(!dom.contains("nothing to act on"))
+    for scenario in ["closure-retain-cycles", "search-drill-downs"] {
+      let report = try JSONDecoder().decode(
+        Report.self, from: Data(contentsOf: directory.appendingPathComponent("\(scenario)/starter/report.json")))
+      let row = try #require(
+        dom.components(separatedBy: "<tr data-scenario=\"\(scenario)\"").dropFirst().first?
+          .components(separatedBy: "</tr>").first)
+      for finding in Findings.of(report) {
+        #expect(row.contains(htmlEscaped(finding.summary)), "\(scenario): \(finding.summary)")
+      }
+    }
   }
 
   @Test("report --html draws a baseline comparison from the comparison key, nulls included")

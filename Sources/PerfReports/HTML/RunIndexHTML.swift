@@ -12,10 +12,7 @@ public enum RunIndexHTML {
       let folder = entry.folder.split(separator: "/").map {
         String($0).addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? String($0)
       }.joined(separator: "/")
-      let problems = Findings.of(report).filter(\.isProblem).map(\.summary)
-      let found =
-        problems.isEmpty
-        ? "<span class=\"muted\">nothing to act on</span>" : problems.map(escape).joined(separator: "<br>")
+      let found = findingsHTML(Findings.of(report))
       return """
         <tr data-scenario="\(escape(report.scenario.name))"><td><a href="\(folder)/report.html">\(escape(report.scenario.name))</a></td>\
         <td>\(escape(report.scenario.variant))</td>\
@@ -44,6 +41,18 @@ public enum RunIndexHTML {
       </html>
 
       """
+  }
+
+  /// The findings the scenario's own page opens with, in its order, what to act on marked:
+  /// only the problems left the tutorial's CPU finding (the heaviest program function on the
+  /// main thread) out, and the row read "nothing to act on" above a report leading with it.
+  static func findingsHTML(_ findings: [Finding]) -> String {
+    guard !findings.isEmpty else { return "<span class=\"muted\">no findings</span>" }
+    let items = findings.map { finding in
+      "<li class=\"\(finding.isProblem ? "problem" : "finding")\" data-kind=\"\(escape(finding.kind))\">"
+        + "<span class=\"kind\">\(escape(finding.kind))</span> \(escape(finding.summary))</li>"
+    }
+    return "<ul class=\"findings\">\(items.joined())</ul>"
   }
 
   /// The index's CSS, `Resources/run-index.css`.
