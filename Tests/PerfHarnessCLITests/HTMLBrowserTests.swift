@@ -306,6 +306,19 @@ struct HTMLBrowserTests {
     let totals = try #require(report.allocations?.totalStacks)
     #expect(!totalBaselines.isEmpty && totalBaselines.allSatisfy { totals.indices.contains($0.stack) })
     #expect((selfTest.allocationFlame?.totalChanges ?? 0) > 0, "the total views are not painted by the change")
+    // The root weighs both runs whole: the totals, which the comparison table's rows read.
+    let flame = try #require(selfTest.allocationFlame)
+    let now = try #require(report.allocations?.totals)
+    let then = try #require(JSONDecoder().decode(Report.self, from: Data(contentsOf: baseline)).allocations?.totals)
+    #expect(flame.bytes.total == Double(now.persistentBytes) && flame.bytes.baseline == Double(then.persistentBytes))
+    #expect(flame.count.total == Double(now.persistentCount) && flame.count.baseline == Double(then.persistentCount))
+    #expect(flame.totalBytes?.total == Double(now.totalBytes) && flame.totalBytes?.baseline == Double(then.totalBytes))
+    #expect(
+      flame.totalCount?.total == Double(now.totalAllocations)
+        && flame.totalCount?.baseline == Double(then.totalAllocations))
+    let table = try #require(report.comparison?.rows.first { $0.metric == "persistent bytes" })
+    #expect(table.baseline == flame.bytes.baseline && table.current == flame.bytes.total)
+    try ReportSchema.validateReports(under: directory.appendingPathComponent("new"))
     // `compare --html` draws the same page from two stored reports.
     let page = directory.appendingPathComponent("compared.html")
     let compared = try perfharness.run([
@@ -419,6 +432,8 @@ struct SelfTest: Decodable {
     var systemFrames: Int
     var appFrames: Int
     var leaves: Int
+    /// The root's weight in the baseline, against one.
+    var baseline: Double?
   }
   struct AllocationFlame: Decodable {
     var bytes: FlameView

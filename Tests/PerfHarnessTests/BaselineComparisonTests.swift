@@ -361,4 +361,41 @@ struct BaselineComparisonTests {
         && (screens.detail ?? "").contains("grew most at App.Router.push(_:) (Router.swift:40): +2 App.Screen"),
       "\(screens)")
   }
+
+  /// The baseline's own stacks used to be dropped: a flame graph summing only the matched
+  /// ones said +7.95 MiB where the baseline had kept most of its bytes elsewhere.
+  @Test(
+    "the baseline's stacks this run lacks are kept with their frames: matched and unmatched make the whole baseline")
+  func unmatchedBaseline() throws {
+    func run(_ stacks: [(count: Int, category: String, frames: [Int])], totals: [(count: Int, frames: [Int])]) -> Report
+    {
+      var run = report()
+      run.allocations?.stackFrames = [
+        .init(symbol: "swift_allocObject", module: "libswiftCore.so", isApp: false),
+        .init(symbol: "App.Cache.store(_:)", module: "App", file: "/src/Cache.swift", line: 12, isApp: true),
+        .init(symbol: "App.Router.push(_:)", module: "App", file: "/src/Router.swift", line: 40, isApp: true),
+      ]
+      run.allocations?.persistentStacks = stacks.map {
+        .init(count: $0.count, bytes: $0.count * 48, category: $0.category, frames: $0.frames)
+      }
+      run.allocations?.totalStacks = totals.map { .init(count: $0.count, bytes: $0.count * 32, frames: $0.frames) }
+      return run
+    }
+    let baseline = run(
+      [(10, "App.Entry", [0, 1]), (1, "App.Screen", [0, 2]), (7, "App.Gone", [0, 2])],
+      totals: [(1000, [0, 1]), (30, [0, 2])])
+    let current = run([(2, "App.Screen", [0, 2]), (400, "App.Entry", [0, 1])], totals: [(5000, [0, 1])])
+    let comparison = BaselineComparison.compare(current, with: baseline, baselinePath: "base.json")
+    let unmatched = try #require(comparison.unmatchedBaseline)
+    #expect(unmatched.totals == baseline.allocations?.totals)
+    #expect(unmatched.persistentStacks.map(\.category) == ["App.Gone"])
+    #expect(unmatched.persistentStacks.map(\.bytes) == [7 * 48])
+    #expect(unmatched.totalStacks?.map(\.count) == [30])
+    // Each stack's frames index the comparison's own table, the baseline's frames as they were.
+    let gone = try #require(unmatched.persistentStacks.first)
+    #expect(gone.frames.map { unmatched.stackFrames[$0].symbol } == ["swift_allocObject", "App.Router.push(_:)"])
+    let matched = (comparison.allocationStackBaselines ?? []).reduce(0) { $0 + $1.bytes }
+    let whole = (baseline.allocations?.persistentStacks ?? []).reduce(0) { $0 + $1.bytes }
+    #expect(matched + unmatched.persistentStacks.reduce(0) { $0 + $1.bytes } == whole)
+  }
 }

@@ -32,6 +32,21 @@ extension BaselineComparison {
     public var count: Int
   }
 
+  /// The baseline's allocation stacks that none of this run's stacks match (by the keys of
+  /// ``allocationStackBaselines`` and ``totalStackBaselines``), with the frames they index
+  /// and the baseline's totals. Summing only the matched stacks, a flame graph's root read
+  /// "+7.95 MiB against the baseline" where the baseline had kept 31.6 KiB of its 32.4 KiB
+  /// at stacks of its own, and "+329 blocks" where the persistent blocks had fallen 28 %.
+  public struct UnmatchedBaseline: Codable, Sendable, Equatable {
+    /// The baseline's whole-run totals: a differential root weighs these, stacks kept or not.
+    public var totals: AllocationsReport.Totals
+    /// The frames the stacks below index, each once.
+    public var stackFrames: [AllocationsReport.StackFrame]
+    public var persistentStacks: [AllocationsReport.PersistentStack]
+    /// Nil unless both runs kept totals by stack.
+    public var totalStacks: [AllocationsReport.TotalStack]?
+  }
+
   /// Functions listed, most moved first.
   static let functionChangeLimit = 15
   /// Moves smaller than this many points are sampling noise in a short run.
@@ -92,6 +107,37 @@ extension BaselineComparison {
     stackBaselines(
       baseline.totalStacks ?? [], current.totalStacks ?? [], key: { report, stack in frameKey(report, stack.frames) },
       baseline, current, weights: { ($0.bytes, $0.count) })
+  }
+
+  static func unmatchedBaseline(from baseline: AllocationsReport, to current: AllocationsReport)
+    -> UnmatchedBaseline
+  {
+    var frameIndex: [AllocationsReport.StackFrame: Int] = [:]
+    var frames: [AllocationsReport.StackFrame] = []
+    func reindexed(_ indices: [Int]) -> [Int] {
+      baseline.frames(at: indices).map { frame in
+        if let known = frameIndex[frame] { return known }
+        frames.append(frame)
+        frameIndex[frame] = frames.count - 1
+        return frames.count - 1
+      }
+    }
+    let persistentKeys = Set(
+      (current.persistentStacks ?? []).map { frameKey(current, $0.frames) + "\n" + $0.category })
+    let persistent = (baseline.persistentStacks ?? [])
+      .filter { !persistentKeys.contains(frameKey(baseline, $0.frames) + "\n" + $0.category) }
+      .map {
+        AllocationsReport.PersistentStack(
+          count: $0.count, bytes: $0.bytes, category: $0.category, frames: reindexed($0.frames))
+      }
+    var totals: [AllocationsReport.TotalStack]?
+    if let before = baseline.totalStacks, let after = current.totalStacks {
+      let totalKeys = Set(after.map { frameKey(current, $0.frames) })
+      totals = before.filter { !totalKeys.contains(frameKey(baseline, $0.frames)) }
+        .map { AllocationsReport.TotalStack(count: $0.count, bytes: $0.bytes, frames: reindexed($0.frames)) }
+    }
+    return UnmatchedBaseline(
+      totals: baseline.totals, stackFrames: frames, persistentStacks: persistent, totalStacks: totals)
   }
 
   private static func frameKey(_ report: AllocationsReport, _ frames: [Int]) -> String {

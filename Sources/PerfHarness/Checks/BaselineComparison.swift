@@ -42,6 +42,10 @@ public struct BaselineComparison: Codable, Sendable, Equatable {
   /// the baseline had too, what the baseline allocated there (`stack` indexes
   /// `totalStacks`). Nil unless both runs kept totals by stack.
   public var totalStackBaselines: [AllocationStackBaseline]? = nil
+  /// The rest of the baseline: what it kept at stacks this run does not have, and its
+  /// whole-run totals, so that a differential view sums the whole baseline. Nil when either
+  /// run kept no allocation stacks.
+  public var unmatchedBaseline: UnmatchedBaseline? = nil
 
   public struct Row: Codable, Sendable, Equatable {
     public var metric: String
@@ -156,6 +160,7 @@ extension BaselineComparison {
       if base.totalStacks != nil, now.totalStacks != nil {
         comparison.totalStackBaselines = totalStackBaselines(from: base, to: now)
       }
+      comparison.unmatchedBaseline = unmatchedBaseline(from: base, to: now)
       // A byte figure that failed says where the new bytes were allocated.
       if let top = grown.first {
         for index in comparison.rows.indices

@@ -123,6 +123,8 @@ function selfTest() {
           systemFrames: frames.filter(function (g) { return g.dataset.app === '0'; }).length,
           appFrames: frames.length - frames.filter(function (g) { return g.dataset.app === '0'; }).length,
           leaves: Array.prototype.slice.call(document.querySelectorAll('#aflame g[data-kind="category"]')).length,
+          // Against a baseline, what the root weighs in it.
+          baseline: $('aflame').dataset.baseline ? Number($('aflame').dataset.baseline) : null,
         };
       };
       result.allocationFlame = { bytes: flameView() };

@@ -99,6 +99,11 @@ function AllocationFlame(a) {
   if (comparison && Array.isArray(comparison.totalStackBaselines)) {
     this.totalBaselines = byStack(comparison.totalStackBaselines);
   }
+  // The rest of the baseline (its stacks this run lacks, its totals): a differential root
+  // weighs the whole baseline, not only the stacks that match.
+  this.unmatched = comparison && comparison.unmatchedBaseline && typeof comparison.unmatchedBaseline === 'object'
+    ? comparison.unmatchedBaseline : null;
+  this.wholeNow = a.totals || {};
   this.differential = this.baselines !== null;
 }
 AllocationFlame.prototype.html = function () {
@@ -127,42 +132,85 @@ AllocationFlame.prototype.weighsBytes = function () {
 AllocationFlame.prototype.roots = function () {
   var self = this, top = { children: {}, order: [] };
   var totals = this.showsTotals();
+  var sums = { now: 0, then: 0 };
   (totals ? this.totals : this.stacks).forEach(function (stack, index) {
-    var weight = self.weighsBytes() ? stack.bytes : stack.count;
     var baselines = totals ? self.totalBaselines : self.baselines;
     var base = baselines ? baselines.get(index) : null;
-    var before = base ? (self.weighsBytes() ? base.bytes : base.count) : 0;
-    var path = stack.frames.slice().reverse().map(function (index) { return self.frames[index]; })
-      .filter(function (frame) { return frame && (frame.isApp || !self.hideSystemLibraries); })
-      .map(function (frame) { return { name: frame.symbol, module: frame.module, isApp: frame.isApp, kind: 'frame' }; });
-    if (!totals) {
-      path.push({ name: stack.category, module: '', isApp: false, kind: 'category' });
-    } else if (!path.length) {
-      path.push({ name: '<system libraries>', module: '', isApp: false, kind: 'frame' });
-    }
-    var node = top, key = '';
-    path.forEach(function (step) {
-      key += '/' + step.name;
-      var child = node.children[step.name];
-      if (!child) {
-        child = node.children[step.name] = {
-          key: key, name: step.name, module: step.module, isApp: step.isApp, kind: step.kind, total: 0,
-          baseline: 0, children: {}, order: [],
-        };
-        node.order.push(child);
-      }
-      child.total += weight;
-      child.baseline += before;
-      node = child;
-    });
+    self.add(top, stack, self.frames, self.weight(stack), base ? self.weight(base) : 0, sums);
   });
+  // The baseline's own stacks weigh nothing now: drawn nowhere, they count in their callers'.
+  var unmatched = this.unmatched && (totals ? this.totalBaselines : this.baselines) &&
+    (totals ? this.unmatched.totalStacks : this.unmatched.persistentStacks);
+  if (unmatched) {
+    unmatched.forEach(function (stack) {
+      self.add(top, stack, self.unmatched.stackFrames || [], 0, self.weight(stack), sums);
+    });
+  }
   function seal(node) {
     var kids = node.order.sort(function (a, b) { return b.total - a.total; });
     kids.forEach(seal);
     node.children = function () { return kids; };
     return node;
   }
-  return seal(top).children();
+  var roots = seal(top).children();
+  return unmatched ? [this.wholeRoot(roots, sums)] : roots;
+};
+// Bytes or blocks, as the view weighs them.
+AllocationFlame.prototype.weight = function (figures) {
+  return this.weighsBytes() ? figures.bytes : figures.count;
+};
+// The run's totals against the baseline's, whatever the stacks kept: the root agrees with
+// the comparison table. What no kept stack holds is a frame of its own.
+AllocationFlame.prototype.wholeRoot = function (roots, sums) {
+  var totals = this.showsTotals(), bytes = this.weighsBytes();
+  function whole(t) {
+    t = t || {};
+    return totals ? (bytes ? t.totalBytes : t.totalAllocations) : (bytes ? t.persistentBytes : t.persistentCount);
+  }
+  var now = whole(this.wholeNow), then = whole(this.unmatched.totals);
+  now = isNum(now) ? now : sums.now;
+  then = isNum(then) ? then : sums.then;
+  var kids = roots.slice();
+  if (now - sums.now > 0 || then - sums.then > 0) {
+    var rest = { key: '/(not kept by stack)', name: '(not kept by stack)', module: '', isApp: false, kind: 'frame',
+      total: Math.max(0, now - sums.now), baseline: Math.max(0, then - sums.then) };
+    rest.children = function () { return []; };
+    kids.push(rest);
+  }
+  var root = { key: '', name: totals ? 'all allocated' : 'all live at the end', module: '', isApp: false,
+    kind: 'root', total: now, baseline: then };
+  root.children = function () { return kids; };
+  return root;
+};
+// One stack into the tree under `top`: its frames root first, weighed `weight` now and
+// `before` in the baseline.
+AllocationFlame.prototype.add = function (top, stack, frames, weight, before, sums) {
+  var self = this, totals = this.showsTotals();
+  sums.now += weight;
+  sums.then += before;
+  var path = stack.frames.slice().reverse().map(function (index) { return frames[index]; })
+    .filter(function (frame) { return frame && (frame.isApp || !self.hideSystemLibraries); })
+    .map(function (frame) { return { name: frame.symbol, module: frame.module, isApp: frame.isApp, kind: 'frame' }; });
+  if (!totals) {
+    path.push({ name: stack.category, module: '', isApp: false, kind: 'category' });
+  } else if (!path.length) {
+    path.push({ name: '<system libraries>', module: '', isApp: false, kind: 'frame' });
+  }
+  var node = top, key = '';
+  path.forEach(function (step) {
+    key += '/' + step.name;
+    var child = node.children[step.name];
+    if (!child) {
+      child = node.children[step.name] = {
+        key: key, name: step.name, module: step.module, isApp: step.isApp, kind: step.kind, total: 0,
+        baseline: 0, children: {}, order: [],
+      };
+      node.order.push(child);
+    }
+    child.total += weight;
+    child.baseline += before;
+    node = child;
+  });
 };
 AllocationFlame.prototype.attach = function () {
   var self = this;
@@ -221,6 +269,7 @@ AllocationFlame.prototype.draw = function () {
   $('aflame').innerHTML = drawn.rects ? drawn.svg : '<p class="muted">Nothing to draw.</p>';
   $('aflame').dataset.rects = drawn.rects;
   $('aflame').dataset.total = drawn.total;
+  $('aflame').dataset.baseline = top.length === 1 && top[0].kind === 'root' ? top[0].baseline : '';
 };
 
 var allocationFlame = null;
