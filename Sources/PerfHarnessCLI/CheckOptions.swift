@@ -116,5 +116,6 @@ struct CheckOptions: ParsableArguments {
       if report.status == .passed && !comparison.passed { report.status = .failed }
     }
     report.checked = check || baseline != nil
+    report.notGated = report.checked == true ? report.ungatedFigures() : nil
   }
 }

@@ -50,6 +50,10 @@ struct CompareCommand: ParsableCommand {
     if let html {
       var compared = current
       compared.comparison = comparison
+      // The page judges NEW by the comparison, as `--baseline` would have.
+      compared.checked = true
+      if compared.status == .passed && !comparison.passed { compared.status = .failed }
+      compared.notGated = compared.ungatedFigures()
       do {
         let page = try HTMLReport.render(compared)
         try Data(page.utf8).write(to: URL(fileURLWithPath: html), options: .atomic)

@@ -145,4 +145,34 @@ struct MarkdownSummaryTests {
     #expect(result.standardOutput.contains("| | figure | baseline | current | change | limit |"))
     #expect(result.standardOutput.contains("| ✅ | persistent bytes |"), "\(result.standardOutput)")
   }
+
+  /// One limit on the peak heap passed a run that leaked, and nothing said the leaks had not
+  /// been judged.
+  @Test("a pass beside leaks and a cycle no limit gated names them: text, markdown, JSON and the page")
+  func passNamesWhatItDidNotGate() throws {
+    let directory = try temporaryDirectory()
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let arguments = [
+      "scenario", "closure-retain-cycles", "--iterations", "1", "--instruments", "allocations,leaks", "--check",
+      "--max-peak-heap", "1GiB", "--thresholds", directory.path,
+    ]
+    let text = try perfharness.run(arguments + ["--output", directory.appendingPathComponent("text").path])
+    #expect(text.status == 0, "\(text.standardError)")
+    let folder = directory.appendingPathComponent("text/closure-retain-cycles/starter")
+    let report = try JSONDecoder().decode(
+      Report.self, from: Data(contentsOf: folder.appendingPathComponent("report.json")))
+    #expect(report.status == .passed && (report.leaks?.leakedCount ?? 0) > 0 && report.leaks?.cycles.isEmpty == false)
+    let figures = try #require(report.notGated).map(\.figure)
+    #expect(figures.starts(with: ["leaked bytes", "retain cycles"]) && !figures.contains("peak heap"), "\(figures)")
+    try ReportSchema.validateReports(under: directory)
+    #expect(text.standardOutput.contains("checks); not gated: leaked bytes, retain cycles"))
+    #expect(text.standardOutput.contains("  Not gated (measured; no check or baseline tolerance judged it):"))
+    let markdown = try perfharness.run(
+      arguments + ["--format", "markdown", "--output", directory.appendingPathComponent("markdown").path])
+    #expect(markdown.standardOutput.contains("**Not gated**"), "\(markdown.standardOutput)")
+    #expect(markdown.standardOutput.contains("- leaked bytes: \(report.leaks?.leakedCount ?? 0) leaked blocks"))
+    let page = try Chromium.selfTest(folder.appendingPathComponent("report.html"), workingIn: directory)
+    #expect(page.problems.isEmpty, "\(page.problems)")
+    #expect(page.dom.contains(#"<span class="badge not-gated">not gated</span> leaked bytes: "#))
+  }
 }

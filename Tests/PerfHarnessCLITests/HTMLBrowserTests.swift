@@ -232,6 +232,9 @@ struct HTMLBrowserTests {
     #expect(selfTest.dom.contains("Functions that moved most") && selfTest.dom.contains("+40.0 pts"))
     #expect(selfTest.dom.contains("App.Cache.store(_:) (Cache.swift:12)") && selfTest.dom.contains("+4.00 KiB"))
     #expect(!selfTest.dom.contains("<dt>functionChanges</dt>"), "drawn as a table, not as raw JSON")
+    // The second row had no limit and no baseline figure: nothing judged it, so no green badge.
+    #expect(selfTest.dom.contains(#"<span class="badge not-gated">not gated</span>"#))
+    #expect(!selfTest.dom.contains(#"class="badge passed""#), "a row nothing judged wears no passed badge")
   }
 
   /// The tutorial's fix moves the filter off the main thread: against the starter run, the

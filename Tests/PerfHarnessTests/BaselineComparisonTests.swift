@@ -398,4 +398,19 @@ struct BaselineComparisonTests {
     let whole = (baseline.allocations?.persistentStacks ?? []).reduce(0) { $0 + $1.bytes }
     #expect(matched + unmatched.persistentStacks.reduce(0) { $0 + $1.bytes } == whole)
   }
+
+  @Test("a row is gated when a tolerance judged it: a limit and both figures, or a failure")
+  func gatedRows() {
+    let comparison = BaselineComparison.compare(
+      report(persistentBytes: 100_000, peak: 1_000_000, wallTime: 100),
+      with: report(persistentBytes: 100_000, peak: 400_000, wallTime: 50), baselinePath: "base.json")
+    let gated = Dictionary(comparison.rows.map { ($0.metric, $0.isGated) }, uniquingKeysWith: { first, _ in first })
+    #expect(gated["persistent bytes"] == true)
+    #expect(gated["peak heap"] == false, "no --peak-tolerance")
+    #expect(gated["wall time"] == false, "no --time-tolerance")
+    let timed = BaselineComparison.compare(
+      report(wallTime: 100), with: report(wallTime: 50), baselinePath: "base.json",
+      tolerances: .init(timePercent: 10))
+    #expect(timed.rows.first { $0.metric == "wall time" }.map { $0.isGated && !$0.passed } == true)
+  }
 }

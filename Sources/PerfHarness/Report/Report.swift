@@ -29,6 +29,10 @@ public struct Report: Codable, Sendable {
   /// for a run nobody judged (the key's values are a contract); this key says that
   /// `passed` then means only "ran to the end". nil in reports written before the key.
   public var checked: Bool? = nil
+  /// What the run measured that no check and no baseline tolerance gated, when anything
+  /// judged it: what its `passed` does not vouch for. nil in reports written before the key
+  /// (``notGatedFigures`` reads their figures instead) and for runs nothing judged.
+  public var notGated: [UngatedFigure]? = nil
   /// The program `perfharness record` ran, when the run recorded an unmodified executable
   /// rather than a scenario.
   public var program: ProgramInfo? = nil

@@ -157,11 +157,15 @@ public enum Findings {
     }
     let regressions = report.comparison?.rows.filter { !$0.passed } ?? []
     details += regressions.map { "regressed against the baseline: \($0.metric)" + ($0.detail.map { " (\($0))" } ?? "") }
+    // A pass vouches only for what was gated: the rest is named beside it.
+    let ungated = report.notGatedFigures
+    details += ungated.map { "not gated: \($0.figure), \($0.measured) (gate with \($0.gatedBy))" }
+    let notGated = ungated.isEmpty ? "" : "; not gated: " + ungated.map(\.figure).joined(separator: ", ")
     let summary =
       failed.isEmpty && regressions.isEmpty
-      ? "Every check passed (\(report.checks.count) checks\(report.comparison == nil ? "" : ", baseline"))"
+      ? "Every check passed (\(report.checks.count) checks\(report.comparison == nil ? "" : ", baseline"))\(notGated)"
       : "\(failed.count) of \(report.checks.count) checks failed"
-        + (regressions.isEmpty ? "" : ", \(regressions.count) figures regressed against the baseline")
+        + (regressions.isEmpty ? "" : ", \(regressions.count) figures regressed against the baseline") + notGated
     return Finding(
       kind: "checks", summary: summary, details: details, isProblem: !(failed.isEmpty && regressions.isEmpty))
   }

@@ -19,6 +19,8 @@ public enum HTMLReport {
     var rest = report
     let samples = report.timeProfile?.profile.samples ?? []
     rest.timeProfile?.profile.samples = []
+    // A report written before `notGated` gets it from its own figures, as its findings do.
+    if rest.notGated == nil, rest.wasChecked { rest.notGated = rest.ungatedFigures() }
     return try render(
       reportJSON: ReportJSON.encode(rest, pretty: false), samples: samples.isEmpty ? nil : compactSamples(samples),
       title: title(of: report), findings: Findings.of(report))

@@ -29,6 +29,7 @@ public enum MarkdownSummary {
     if let comparison = report.comparison {
       out += self.comparison(comparison)
     }
+    out += notGated(report.notGatedFigures)
     if let reportPath { out += "Report: `\(code(reportPath))`\n\n" }
     return out
   }
@@ -46,6 +47,14 @@ public enum MarkdownSummary {
     return out + "\n"
   }
 
+  /// What the run measured that nothing gated: what its pass does not vouch for.
+  public static func notGated(_ figures: [UngatedFigure]) -> String {
+    guard !figures.isEmpty else { return "" }
+    return "**Not gated** (measured; no check or baseline tolerance judged it)\n\n"
+      + figures.map { "- \(escape($0.figure)): \(escape($0.measured)); gate with `\(code($0.gatedBy))`\n" }.joined()
+      + "\n"
+  }
+
   /// A run against its baseline, figure by figure (what `compare` prints).
   public static func comparison(_ comparison: BaselineComparison) -> String {
     let failed = comparison.rows.filter { !$0.passed }.count
@@ -55,12 +64,12 @@ public enum MarkdownSummary {
     guard !comparison.rows.isEmpty else { return out }
     out += "| | figure | baseline | current | change | limit |\n|---|---|---:|---:|---:|---:|\n"
     for row in comparison.rows {
-      let status = !row.passed ? "❌" : (row.limitPercent == nil ? "" : "✅")
+      let status = !row.passed ? "❌" : (row.isGated ? "✅" : "")
       out +=
         "| \(status) | \(escape(row.metric))\(row.detail.map { " (\(escape($0)))" } ?? "") | "
         + "\(figure(row.baseline, unit: row.unit)) | \(figure(row.current, unit: row.unit)) | "
         + "\(row.changePercent.map { String(format: "%+.1f %%", $0) } ?? "-") | "
-        + "\(row.limitPercent.map { String(format: "+%g %%", $0) } ?? "-") |\n"
+        + "\(row.isGated ? row.limitPercent.map { String(format: "+%g %%", $0) } ?? "-" : "not gated") |\n"
     }
     out += "\n"
     if let functions = comparison.functionChanges, !functions.isEmpty {

@@ -16,14 +16,14 @@ public enum ComparisonText {
     let width = min(56, comparison.rows.map(\.metric.count).max() ?? 10)
     lines.append(
       "    " + pad("", 5) + pad("metric", width) + leftPad("baseline", 12) + leftPad("current", 12)
-        + leftPad("change", 10) + leftPad("limit", 8))
+        + leftPad("change", 10) + leftPad("limit", 11))
     for row in comparison.rows {
-      let status = !row.passed ? "FAIL " : (row.limitPercent == nil ? "     " : "ok   ")
+      let status = !row.passed ? "FAIL " : (row.isGated ? "ok   " : "     ")
       lines.append(
         "    " + status + pad(row.metric, width) + leftPad(value(row.baseline, unit: row.unit), 12)
           + leftPad(value(row.current, unit: row.unit), 12)
           + leftPad(row.changePercent.map { String(format: "%+.1f %%", $0) } ?? "-", 10)
-          + leftPad(row.limitPercent.map { "+" + percent($0) } ?? "-", 8)
+          + leftPad(row.isGated ? row.limitPercent.map { "+" + percent($0) } ?? "-" : "not gated", 11)
           + (row.detail.map { "  \($0)" } ?? ""))
     }
     if let functions = comparison.functionChanges, !functions.isEmpty {

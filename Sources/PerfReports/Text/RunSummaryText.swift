@@ -52,6 +52,10 @@ public enum RunSummaryText {
     if let comparison = report.comparison {
       lines.append(ComparisonText.render(comparison).trimmingCharacters(in: .newlines))
     }
+    let notGated = report.notGatedFigures
+    if !notGated.isEmpty {
+      lines.append(NotGatedText.render(notGated).trimmingCharacters(in: .newlines))
+    }
     if let reportPath {
       lines.append("  report: \(reportPath)")
     }
@@ -93,6 +97,18 @@ public enum ChecksText {
   private static func format(_ value: Double, name: String) -> String {
     let isSize = name.contains("growth") || name.contains("bytes") || name.contains("heap")
     return isSize ? formatBytes(Int(value)) : String(Int(value))
+  }
+}
+
+/// What a checked run measured that nothing gated: its pass does not vouch for these.
+public enum NotGatedText {
+  public static func render(_ figures: [UngatedFigure]) -> String {
+    guard !figures.isEmpty else { return "" }
+    let width = min(40, figures.map(\.figure.count).max() ?? 10)
+    return
+      (["  Not gated (measured; no check or baseline tolerance judged it):"]
+      + figures.map { "    " + pad($0.figure, width) + "  \($0.measured)  (gate with \($0.gatedBy))" })
+      .joined(separator: "\n") + "\n"
   }
 }
 

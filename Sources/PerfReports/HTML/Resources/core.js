@@ -160,7 +160,7 @@ function summaryHTML() {
     { title: 'Result', html: function (c) { return badge(c.passed); } },
     { title: 'Detail', html: function (c) { return esc(c.detail || ''); } },
   ], checks) : '<p class="muted">No checks ran (pass --check or a thresholds file).</p>');
-  return html;
+  return html + notGatedHTML();
 }
 // What the run found, before the tables it was read from (Findings.of in PerfReports).
 function findingsHTML() {
@@ -180,6 +180,22 @@ function checkValue(name, value) {
   return /bytes|growth|size/i.test(name) ? bytes(value) : fixed(value, Number.isInteger(value) ? 0 : 2);
 }
 
+// Whether a tolerance judged a comparison row (BaselineComparison.Row.isGated): a row
+// without a limit or without both figures passed only because nothing could fail it.
+function gated(row) {
+  return row.passed === false || (isNum(row.limitPercent) && isNum(row.baseline) && isNum(row.current));
+}
+// What the run measured that nothing gated (`notGated`): beside a pass, what it does not vouch for.
+function notGatedHTML() {
+  var figures = Array.isArray(report.notGated) ? report.notGated : [];
+  if (!figures.length) return '';
+  return '<div class="not-gated"><h3>Not gated</h3><p class="muted">Measured, but no check or baseline ' +
+    'tolerance judged it: the status above does not vouch for these.</p><ul>' + figures.map(function (f) {
+    return '<li><span class="badge not-gated">not gated</span> ' + esc(f.figure) + ': ' + esc(f.measured) +
+      ' <span class="muted">(gate with ' + esc(f.gatedBy) + ')</span></li>';
+  }).join('') + '</ul></div>';
+}
+
 // Drawn generically: any keys the rows carry become columns, null shows as a dash.
 function comparisonHTML() {
   var c = report.comparison;
@@ -196,7 +212,7 @@ function comparisonHTML() {
   function cell(key, row) {
     var value = row[key];
     if (value === null || value === undefined) return '—';
-    if (key === 'passed') return badge(value);
+    if (key === 'passed') return badge(gated(row) ? value : 'not gated');
     if (key === 'changePercent') return (value > 0 ? '+' : '') + fixed(value, 1) + '%';
     if (key === 'limitPercent') return fixed(value, 1) + '%';
     if ((key === 'baseline' || key === 'current') && isNum(value)) {
