@@ -95,7 +95,7 @@ struct RecordCommand: ParsableCommand {
     _ = CPerfCrash_catchInterrupts()
     // Read before the folder is emptied: --baseline may name the report this run replaces.
     let stored = try baseline.map(storedBaseline)
-    let folder = try ReportFolder(url: URL(fileURLWithPath: recording.output).appendingPathComponent(name))
+    let folder = try ReportFolder(output: recording.output, folders: [name])
     let configuration = try configuration()
     let launch = ProgramLaunch(
       executable: executable, arguments: Array(command.dropFirst()), library: library,
@@ -107,13 +107,13 @@ struct RecordCommand: ParsableCommand {
     let outcome = try launch.run()
     var report = outcome.report(name: name, instruments: configuration.instruments)
     if !outcome.children.isEmpty {
-      report.program?.children = try writeChildren(outcome.children, in: folder.url)
+      report.program?.children = try writeChildren(outcome.children, in: folder)
     }
     try checks.judge(&report, named: name, baseline: stored, tolerances: try tolerances.tolerances())
     var writeFailure: (any Error)?
     var path: String?
     do {
-      path = try ReportWriter(directory: recording.output).write(report, to: folder.url)
+      path = try ReportWriter(directory: recording.output).write(report, into: folder)
     } catch {
       writeFailure = error
     }
@@ -136,11 +136,11 @@ struct RecordCommand: ParsableCommand {
 
   /// Each recorded child process's report, in `children/<pid>-<name>/` of the program's
   /// folder.
-  private func writeChildren(_ children: [Report], in folder: URL) throws -> [ProgramInfo.Child] {
+  private func writeChildren(_ children: [Report], in folder: ReportFolder) throws -> [ProgramInfo.Child] {
     try children.map { child in
       let pid = child.program?.pid ?? 0
       let relative = "children/\(pid)-\(child.scenario.name)"
-      _ = try ReportWriter(directory: recording.output).write(child, to: folder.appendingPathComponent(relative))
+      _ = try ReportWriter(directory: recording.output).write(child, into: folder, subfolder: relative)
       return ProgramInfo.Child(pid: pid, executable: child.program?.executable ?? "", report: relative)
     }
   }

@@ -6,41 +6,20 @@ import PerfReports
 struct ReportWriter {
   var directory: String
 
+  /// Writes `report`'s files into `folder`, or into `subfolder` of it (a recorded
+  /// program's child process).
   /// - Returns: the path of the JSON report.
   /// - Throws: `HarnessError` naming the file that could not be written.
-  func write(_ report: Report) throws -> String {
-    // The names become folder names: one that is not a plain name could write elsewhere.
-    for name in [report.scenario.name, report.scenario.variant] where !Scenario.isValidName(name) {
-      throw HarnessError(
-        "cannot write the report: '\(name)' is not a valid scenario or variant name (lowercase letters, digits and '-')"
-      )
-    }
-    return try write(
-      report,
-      to: URL(fileURLWithPath: directory).appendingPathComponent(report.scenario.name)
-        .appendingPathComponent(report.scenario.variant))
-  }
-
-  /// Writes into `folder` itself (a recorded program's reports have no variant folder).
-  /// - Returns: the path of the JSON report.
-  func write(_ report: Report, to folder: URL) throws -> String {
-    let file = folder.appendingPathComponent("report.json")
-    do {
-      try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-    } catch {
-      throw HarnessError(
-        "cannot create the report folder \(folder.path): \(error.localizedDescription); pass a writable directory with --output"
-      )
-    }
+  func write(_ report: Report, into folder: ReportFolder, subfolder: String? = nil) throws -> String {
+    let prefix = subfolder.map { "\($0)/" } ?? ""
     func write(_ name: String, _ contents: () throws -> Data) throws {
-      let path = folder.appendingPathComponent(name)
       let data: Data
       do {
         data = try contents()
       } catch {
-        throw HarnessError("cannot write \(path.path): \(error)")
+        throw HarnessError("cannot write \(folder.url.appendingPathComponent(prefix + name).path): \(error)")
       }
-      try Self.writeAtomically(data, to: path)
+      try folder.write(data, to: prefix + name)
     }
     try write("report.json") { try ReportJSON.encode(report) }
     try write("report.html") { try Data(HTMLReport.render(report).utf8) }
@@ -53,7 +32,7 @@ struct ReportWriter {
       }
       for file in files { try write(file.name) { file.contents } }
     }
-    return file.path
+    return folder.url.appendingPathComponent(prefix + "report.json").path
   }
 }
 
@@ -88,19 +67,19 @@ extension ReportWriter {
   /// The prefix of the temporary file a write renames into place.
   static let temporaryPrefix = ".perfharness-tmp-"
 
-  /// Writes through a temporary file renamed into place, so a reader never sees half a
-  /// file; unlike Data.write(options: .atomic), a failure says why (File too large, No
-  /// space left on device), and the temporary file is removed.
-  static func writeAtomically(_ data: Data, to path: URL) throws {
-    let folder = path.deletingLastPathComponent()
-    let temporary = folder.appendingPathComponent("\(temporaryPrefix)\(getpid())-\(path.lastPathComponent)")
+  /// Writes `name` in the open `folder` through a temporary file renamed into place, so a
+  /// reader never sees half a file and a link at the name is replaced, not followed; unlike
+  /// Data.write(options: .atomic), a failure says why (File too large, No space left on
+  /// device), and the temporary file is removed. `path` names the file in messages.
+  static func writeAtomically(_ data: Data, named name: String, in folder: Int32, shownAs path: URL) throws {
+    let temporary = "\(temporaryPrefix)\(getpid())-\(name)"
     func failure(_ what: String) -> HarnessError {
       let reason = String(cString: strerror(errno))
-      unlink(temporary.path)
+      unlinkat(folder, temporary, 0)
       return HarnessError("cannot write \(path.path): \(what): \(reason)")
     }
-    let descriptor = open(temporary.path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-    guard descriptor >= 0 else { throw failure("cannot create \(temporary.lastPathComponent)") }
+    let descriptor = openat(folder, temporary, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0o644)
+    guard descriptor >= 0 else { throw failure("cannot create \(temporary)") }
     var written = 0
     let complete = data.withUnsafeBytes { bytes -> Bool in
       while written < bytes.count {
@@ -118,7 +97,7 @@ extension ReportWriter {
       throw failure("after \(written) of \(data.count) bytes")
     }
     guard close(descriptor) == 0 else { throw failure("close") }
-    guard rename(temporary.path, path.path) == 0 else { throw failure("rename") }
+    guard renameat(folder, temporary, folder, name) == 0 else { throw failure("rename") }
   }
 }
 
@@ -126,56 +105,4 @@ extension ReportWriter {
 struct HarnessError: Error, CustomStringConvertible {
   var description: String
   init(_ description: String) { self.description = description }
-}
-
-/// The folder a run writes its report into, `DIR/<scenario>/<variant>/`, held by this run
-/// until its report is written: a concurrent run into it is refused, and what an earlier
-/// run left there (its leak-cycle-N.dot files, its profiles, a temporary file of a harness
-/// killed while writing) is removed first, so the folder holds one run's files.
-final class ReportFolder {
-  let url: URL
-  private let descriptor: Int32
-
-  /// - Throws: `HarnessError` naming the folder when another run holds it or it cannot be
-  ///   created or emptied.
-  convenience init(directory: String, scenario: String, variant: String) throws {
-    for name in [scenario, variant] where !Scenario.isValidName(name) {
-      throw HarnessError("'\(name)' is not a valid scenario or variant name (lowercase letters, digits and '-')")
-    }
-    try self.init(url: URL(fileURLWithPath: directory).appendingPathComponent(scenario).appendingPathComponent(variant))
-  }
-
-  init(url: URL) throws {
-    self.url = url
-    do {
-      try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
-    } catch {
-      throw HarnessError(
-        "cannot create the report folder \(url.path): \(error.localizedDescription); pass a writable directory with --output"
-      )
-    }
-    // The folder itself is locked: a lock file would have to stay behind, or its removal
-    // would race with a run that had just opened it.
-    descriptor = open(url.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-    guard descriptor >= 0 else {
-      throw HarnessError("cannot open the report folder \(url.path): \(String(cString: strerror(errno)))")
-    }
-    guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
-      let reason =
-        errno == EWOULDBLOCK ? "another perfharness run is writing its report there" : String(cString: strerror(errno))
-      close(descriptor)
-      throw HarnessError(
-        "cannot use the report folder \(url.path): \(reason); wait for that run to end or pass another --output")
-    }
-    do {
-      for entry in try FileManager.default.contentsOfDirectory(atPath: url.path) {
-        try FileManager.default.removeItem(at: url.appendingPathComponent(entry))
-      }
-    } catch {
-      close(descriptor)
-      throw HarnessError("cannot empty the report folder \(url.path) for this run: \(ReportWriter.describe(error))")
-    }
-  }
-
-  deinit { close(descriptor) }
 }

@@ -146,7 +146,7 @@ struct ScenarioCommand: ParsableCommand {
       var writeFailure: (any Error)?
       var path: String?
       do {
-        path = try ReportWriter(directory: options.output).write(report)
+        path = try ReportWriter(directory: options.output).write(report, into: folder)
       } catch {
         writeFailure = error
       }

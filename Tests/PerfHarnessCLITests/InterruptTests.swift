@@ -21,12 +21,14 @@ struct InterruptTests {
       + BuiltBinary.processIDs(commandLine: "/bin/sleep \(seconds)1")
   }
 
-  /// Everything in `directory` whose name starts with a dot, at any depth.
+  /// Everything in `directory` whose name starts with a dot, at any depth, but the
+  /// manifest of what a run wrote, which stays.
   private static func hiddenFiles(under directory: URL) -> [String] {
     let walker = FileManager.default.enumerator(atPath: directory.path)
     var found: [String] = []
     while let path = walker?.nextObject() as? String {
-      if path.split(separator: "/").contains(where: { $0.hasPrefix(".") }) { found.append(path) }
+      let hidden = path.split(separator: "/").contains { $0.hasPrefix(".") }
+      if hidden && !path.hasSuffix(ReportFolder.manifestName) { found.append(path) }
     }
     return found
   }
