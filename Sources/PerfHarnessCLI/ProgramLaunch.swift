@@ -200,10 +200,9 @@ extension ProgramLaunch {
   /// - Throws: `ValidationError` (exit 64) naming it when there is no such executable.
   static func resolve(_ program: String) throws -> String {
     if program.contains("/") {
-      guard access(program, X_OK) == 0 else {
+      if let reason = cannotRun(program) {
         throw ValidationError(
-          "cannot run '\(program)': \(String(cString: strerror(errno))); accepted: an executable file, by path or by name on PATH"
-        )
+          "cannot run '\(program)': \(reason); accepted: an executable file, by path or by name on PATH")
       }
       return program
     }
@@ -219,6 +218,19 @@ extension ProgramLaunch {
     }
     throw ValidationError(
       "no executable '\(program)' on PATH; accepted: an executable file, by path or by name on PATH")
+  }
+
+  /// Why `path` cannot be run; nil when it is an executable file. A folder passes
+  /// access(X_OK) and would fail only at the spawn, after the report folder was made.
+  private static func cannotRun(_ path: String) -> String? {
+    guard access(path, X_OK) == 0 else { return String(cString: strerror(errno)) }
+    var status = stat()
+    guard stat(path, &status) == 0 else { return String(cString: strerror(errno)) }
+    switch status.st_mode & S_IFMT {
+    case S_IFREG: return nil
+    case S_IFDIR: return "it is a directory"
+    default: return "it is not a regular file"
+    }
   }
 
   /// Refuses, with the reason, a program the dynamic loader would run without the recorder:

@@ -109,6 +109,22 @@ struct ReportFolderTests {
     #expect(try precious.now() == precious.files)
   }
 
+  @Test("record: a directory as CMD is a usage error naming it, before any output folder is made: exit 64")
+  func recordDirectoryIsRefused() throws {
+    let directory = try temporaryDirectory()
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let program = directory.appendingPathComponent("tool")
+    try FileManager.default.createDirectory(at: program, withIntermediateDirectories: true)
+    let output = directory.appendingPathComponent("reports")
+    let result = try perfharness.run(["record", "--output", output.path, "--", program.path])
+    #expect(result.status == 64, "\(result.standardError)")
+    #expect(
+      result.standardError.contains(
+        "cannot run '\(program.path)': it is a directory; accepted: an executable file, by path or by name on PATH"),
+      "\(result.standardError)")
+    #expect(!FileManager.default.fileExists(atPath: output.path))
+  }
+
   @Test("a second run into a folder another run is writing is refused, naming the folder: exit 1")
   func concurrentRunIsRefused() throws {
     let directory = try temporaryDirectory()
