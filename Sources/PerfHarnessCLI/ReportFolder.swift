@@ -23,7 +23,9 @@ final class ReportFolder {
 
   /// The manifest; its prefix marks it as the harness's own, like the temporaries.
   static let manifestName = ".perfharness-files"
-  static let temporaryPrefix = ".perfharness-"
+  /// Names the harness alone makes (temporaries, its results, the manifest): removed before
+  /// a run whatever they are.
+  static let harnessPrefix = ".perfharness-"
 
   /// - Throws: `HarnessError` naming the folder when another run holds it, it is a link or
   ///   not a folder, or it cannot be created or emptied.
@@ -106,9 +108,9 @@ final class ReportFolder {
       }
       // Deepest first, so a folder emptied of its subfolder is removed too.
       for folder in folders.sorted(by: { $0.count > $1.count }) {
-        try FolderAt.removeFolderIfEmptied(folder, under: descriptor, removingFirst: temporaryPrefix)
+        try FolderAt.removeFolderIfEmptied(folder, under: descriptor, removingFirst: harnessPrefix)
       }
-      try FolderAt.removeEntries(in: descriptor, prefixed: temporaryPrefix)
+      try FolderAt.removeEntries(in: descriptor, prefixed: harnessPrefix)
     } catch let error as FolderAt.Failure {
       throw HarnessError("cannot empty the report folder \(url.path) for this run: \(error.path): \(error.reason)")
     }
