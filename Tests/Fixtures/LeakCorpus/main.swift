@@ -72,22 +72,30 @@ func shapeCase(_ name: String, _ make: @escaping @Sendable (Int) -> Void) -> Sce
   }
 }
 
-let shapes =
-  LeakShapes.byScenario.sorted { $0.key < $1.key }.map { shapeCase($0.key, $0.value) } + [
-    Scenario(
-      "shape-dispatch-workers", summary: "one closure cycle per iteration, made on Dispatch's worker threads",
-      variants: [.starter], defaultIterations: 10
-    ) { context in
-      context.step("leak on the workers") { LeakShapes.cyclesOnDispatchWorkers(context.iterations) }
-      context.markGeneration("After the workers leaked \(context.iterations) cycles")
-    },
-    Scenario(
-      "shape-task-group", summary: "one linked-node cycle per iteration, made in a task group's child tasks",
-      variants: [.starter], defaultIterations: 10
-    ) { (context: ScenarioContext) async in
-      await context.step("leak in child tasks") { await LeakShapes.cyclesInTaskGroup(context.iterations) }
-      context.markGeneration("After the child tasks leaked \(context.iterations) cycles")
-    },
-  ]
+let shapes = [
+  shapeCase("shape-closure-capturing-self-and-value", LeakShapes.closureCapturingSelfAndValue),
+  shapeCase("shape-closure-capturing-only-self", LeakShapes.closureCapturingOnlySelf),
+  shapeCase("shape-closure-ring", LeakShapes.closureRing),
+  shapeCase("shape-linked-nodes", LeakShapes.linkedNodes),
+  shapeCase("shape-three-object-ring", LeakShapes.threeObjectRing),
+  shapeCase("shape-strong-delegate", LeakShapes.strongDelegate),
+  shapeCase("shape-array-of-closures", LeakShapes.arrayOfClosures),
+  shapeCase("shape-overlapping-rings", LeakShapes.overlappingRings),
+  shapeCase("shape-generic-handler", LeakShapes.genericHandler),
+  Scenario(
+    "shape-dispatch-workers", summary: "one closure cycle per iteration, made on Dispatch's worker threads",
+    variants: [.starter], defaultIterations: 10
+  ) { context in
+    context.step("leak on the workers") { LeakShapes.cyclesOnDispatchWorkers(context.iterations) }
+    context.markGeneration("After the workers leaked \(context.iterations) cycles")
+  },
+  Scenario(
+    "shape-task-group", summary: "one linked-node cycle per iteration, made in a task group's child tasks",
+    variants: [.starter], defaultIterations: 10
+  ) { (context: ScenarioContext) async in
+    await context.step("leak in child tasks") { await LeakShapes.cyclesInTaskGroup(context.iterations) }
+    context.markGeneration("After the child tasks leaked \(context.iterations) cycles")
+  },
+]
 
 PerfHarnessCLI.main(scenarios: scenarios + shapes)
