@@ -77,6 +77,7 @@ struct CheckOptions: ParsableArguments {
   /// The thresholds for the scenario or recorded program `name`: `<name>.yaml` (if any)
   /// overridden by the flags.
   func thresholds(named name: String) throws -> Thresholds {
+    try requireThresholdsFolder()
     let path = URL(fileURLWithPath: thresholds).appendingPathComponent("\(name).yaml").path
     let fromFile: Thresholds
     if FileManager.default.fileExists(atPath: path) {
@@ -89,6 +90,18 @@ struct CheckOptions: ParsableArguments {
       fromFile = Thresholds()
     }
     return fromFile.overridden(by: overrides())
+  }
+
+  /// A file given as the folder would be looked into for `<scenario>.yaml`, found empty, and
+  /// the limits it holds silently dropped.
+  private func requireThresholdsFolder() throws {
+    var isFolder: ObjCBool = false
+    guard FileManager.default.fileExists(atPath: thresholds, isDirectory: &isFolder), !isFolder.boolValue else {
+      return
+    }
+    throw ValidationError(
+      "--thresholds \(thresholds) is \(BoundedFile.specialKind(at: thresholds) ?? "a file"), not a folder; accepted: a folder of <scenario>.yaml thresholds files"
+    )
   }
 
   /// `--check` with nothing to check would pass whatever the run measured.

@@ -79,6 +79,9 @@ struct RecordingOptions: ParsableArguments {
       text = String(decoding: try BoundedFile.read(suppressions, limit: BoundedFile.settingsLimit), as: UTF8.self)
     } catch let error as BoundedFile.TooLarge {
       throw ValidationError("--suppressions: \(error)")
+    } catch let error as BoundedFile.NotARegularFile {
+      throw ValidationError(
+        "--suppressions \(suppressions) is \(error.kind); accepted: a suppressions file, a regular file")
     } catch {
       throw ValidationError("--suppressions: cannot read \(suppressions): \(error.localizedDescription)")
     }

@@ -187,6 +187,8 @@ enum StoredReport {
       data = try BoundedFile.read(path, limit: BoundedFile.reportLimit)
     } catch let error as BoundedFile.TooLarge {
       throw HarnessError("cannot read the report \(error)")
+    } catch let error as BoundedFile.NotARegularFile {
+      throw HarnessError("cannot read the report \(path): it is \(error.kind); accepted: a report.json, a regular file")
     } catch {
       throw HarnessError("cannot read the report \(path): \(error.localizedDescription)")
     }

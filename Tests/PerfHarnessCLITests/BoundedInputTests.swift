@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 import PerfHarness
 import Testing
 
@@ -64,6 +65,108 @@ struct BoundedInputTests {
     ])
     #expect(baseline.status == 64, "\(baseline.standardError)")
     #expect(baseline.standardError.contains("is larger than 256.0 MiB"), "\(baseline.standardError)")
+  }
+
+  /// What a file input may be instead of a regular file. A FIFO with no writer blocked the
+  /// harness in open() forever; /dev/zero was read to the size cap.
+  enum SpecialFile: String, CaseIterable, Sendable {
+    case fifo, device, folder, socket
+
+    var kind: String {
+      switch self {
+      case .fifo: "a FIFO"
+      case .device: "a character device"
+      case .folder: "a folder"
+      case .socket: "a socket"
+      }
+    }
+
+    func make(at path: String) throws {
+      switch self {
+      case .fifo: #expect(mkfifo(path, 0o600) == 0)
+      case .device: try FileManager.default.createSymbolicLink(atPath: path, withDestinationPath: "/dev/zero")
+      case .folder: try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+      case .socket:
+        let descriptor = Glibc.socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(descriptor) }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array(path.utf8CString)
+        #expect(bytes.count <= MemoryLayout.size(ofValue: address.sun_path))
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+          bytes.withUnsafeBytes { raw.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0.prefix(raw.count))) }
+        }
+        let bound = withUnsafePointer(to: &address) {
+          $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+            bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+          }
+        }
+        #expect(bound == 0)
+      }
+    }
+  }
+
+  /// Every file the harness reads from its arguments, and the exit status a file it cannot
+  /// take gets there (README, "Exit codes": 1 for a report that cannot be read, 64 for an
+  /// option's bad value).
+  enum FileInput: String, CaseIterable, Sendable {
+    case report, compareBase, compareNew, baselineFile, baselineInFolder, suppressions, thresholdsFile
+    case thresholdsFolder, recordBaseline
+
+    var status: Int32 { [.report, .compareBase, .compareNew].contains(self) ? 1 : 64 }
+
+    /// Where the special file goes in `directory`, and the arguments that hand it over.
+    func arguments(in directory: URL, goodReport: String) -> (path: String, arguments: [String]) {
+      let special = directory.appendingPathComponent("special").path
+      let output = ["--output", directory.appendingPathComponent("out").path]
+      switch self {
+      case .report: return (special, ["report", special])
+      case .compareBase: return (special, ["compare", special, goodReport])
+      case .compareNew: return (special, ["compare", goodReport, special])
+      case .baselineFile: return (special, ["scenario", "completes", "--baseline", special] + output)
+      case .baselineInFolder:
+        let file = directory.appendingPathComponent("completes/starter/report.json").path
+        return (file, ["scenario", "completes", "--baseline", directory.path] + output)
+      case .suppressions:
+        return (special, ["scenario", "completes", "--instruments", "leaks", "--suppressions", special] + output)
+      case .thresholdsFile:
+        let file = directory.appendingPathComponent("completes.yaml").path
+        return (file, ["scenario", "completes", "--check", "--thresholds", directory.path] + output)
+      case .thresholdsFolder:
+        return (special, ["scenario", "completes", "--check", "--no-cycles", "--thresholds", special] + output)
+      case .recordBaseline: return (special, ["record", "--baseline", special, "--", "/bin/true"])
+      }
+    }
+  }
+
+  /// A report of `completes` that every command accepts, made once.
+  static let goodReport: String = {
+    let directory = try! temporaryDirectory()
+    let run = try! BuiltBinary("perfharness-fixtures").run([
+      "scenario", "completes", "--instruments", "none", "--output", directory.path,
+    ])
+    precondition(run.status == 0, run.standardError)
+    return directory.appendingPathComponent("completes/starter/report.json").path
+  }()
+
+  @Test(
+    "a FIFO, device, folder or socket given as a file is refused without blocking, naming it and what is accepted",
+    arguments: FileInput.allCases, SpecialFile.allCases)
+  func specialFiles(input: FileInput, special: SpecialFile) throws {
+    // A folder is what --thresholds and a --baseline of several scenarios take.
+    guard special != .folder || ![.baselineFile, .thresholdsFolder, .recordBaseline].contains(input) else { return }
+    let directory = try temporaryDirectory()
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let (path, arguments) = input.arguments(in: directory, goodReport: Self.goodReport)
+    try FileManager.default.createDirectory(
+      atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+    try special.make(at: path)
+    let binary = try BuiltBinary(arguments[0] == "scenario" ? "perfharness-fixtures" : "perfharness")
+    let result = try #require(try binary.start(arguments).wait(atMost: 30), "\(arguments) hung on \(special.kind)")
+    #expect(result.status == input.status, "\(arguments) \(result.standardError)")
+    #expect(result.standardError.contains(path), "\(result.standardError)")
+    #expect(result.standardError.contains("is \(special.kind)"), "\(result.standardError)")
+    #expect(result.standardError.contains("accepted: a "), "\(result.standardError)")
   }
 
   @Test("a scenario's flood of output keeps its tail in the crash report and counts what came before")

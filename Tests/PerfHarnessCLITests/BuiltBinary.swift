@@ -94,6 +94,17 @@ struct BuiltBinary {
       return false
     }
 
+    /// Waits at most `seconds`; a process still running then is killed, and nil returned:
+    /// for a test whose failure would otherwise be a hang.
+    func wait(atMost seconds: Double) throws -> Result? {
+      let end = Date(timeIntervalSinceNow: seconds)
+      while process.isRunning && Date() < end { usleep(10_000) }
+      guard process.isRunning else { return try wait() }
+      kill(process.processIdentifier, SIGKILL)
+      _ = try wait()
+      return nil
+    }
+
     func wait() throws -> Result {
       process.waitUntilExit()
       done.wait()

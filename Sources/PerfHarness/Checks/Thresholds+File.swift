@@ -37,6 +37,9 @@ extension Thresholds {
         message:
           "it is larger than \(ByteSize(bytes: error.limit)); accepted: a thresholds file of at most \(ByteSize(bytes: error.limit))"
       )
+    } catch let error as BoundedFile.NotARegularFile {
+      throw ThresholdsFileError(
+        path: path, line: nil, message: "it is \(error.kind); accepted: a thresholds file, a regular file")
     } catch {
       throw ThresholdsFileError(path: path, line: nil, message: "cannot read it: \(error.localizedDescription)")
     }
