@@ -37,15 +37,24 @@ struct ComparisonOptions: ParsableArguments {
     for (flag, value) in [
       ("--tolerance", tolerance), ("--time-tolerance", timeTolerance), ("--peak-tolerance", peakTolerance),
     ] {
-      if let value, !(value.isFinite && value >= 0) {
+      guard let value else { continue }
+      if !(value.isFinite && value >= 0) {
         throw ValidationError("\(flag) '\(value)' is not a percentage; accepted: a number >= 0 (e.g. 10 or 2.5)")
       }
+      // The report stores the tolerances: beyond its largest quantity it would not read back.
+      if value > Report.largestQuantity {
+        throw ValidationError(
+          "\(flag) '\(value)' is too large; accepted: a number from 0 to \(Limit.largestValue) (e.g. 10 or 2.5)")
+      }
     }
-    guard let minimum = ByteSize(parsing: minIncrease) else {
+    guard let bytes = ByteSize.magnitude(parsing: minIncrease) else {
       throw ValidationError("--min-increase '\(minIncrease)' is not a size; accepted: \(ByteSize.acceptedForms)")
     }
+    guard bytes <= Double(Limit.largestValue) else {
+      throw ValidationError("--min-increase '\(minIncrease)' is too large; accepted: \(Limit.Form.size.range)")
+    }
     return ComparisonTolerances(
-      percent: tolerance, timePercent: timeTolerance, peakPercent: peakTolerance, minimumBytes: minimum.bytes,
+      percent: tolerance, timePercent: timeTolerance, peakPercent: peakTolerance, minimumBytes: Int(bytes.rounded()),
       allowsDifferentSetup: allowDifferentSetup)
   }
 }

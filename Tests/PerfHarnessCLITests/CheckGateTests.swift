@@ -74,6 +74,62 @@ struct CheckGateTests {
     #expect(!FileManager.default.fileExists(atPath: directory.appendingPathComponent("closure-retain-cycles").path))
   }
 
+  /// Int.max as a limit trapped the text summary (SIGILL: 2^63 as a Double converted back to
+  /// Int); 10^16 wrote a report that `report` and `--baseline` refused.
+  @Test(
+    "a limit or tolerance past what a report holds is a usage error naming the flag, the value and the range",
+    arguments: [
+      (["--check", "--max-persistent", "App.Screen=9223372036854775807"], "--max-persistent", "a count from 0 to"),
+      (["--check", "--max-persistent", "App.Screen=10000000000000000"], "--max-persistent", "a count from 0 to"),
+      (["--check", "--max-growth", "9223372036854775807B"], "--max-growth", "a size from 0 to"),
+      (["--check", "--max-leaked-bytes", "1000001GB"], "--max-leaked-bytes", "a size from 0 to"),
+      (["--check", "--max-peak-heap", "10000000000000000 B"], "--max-peak-heap", "a size from 0 to"),
+      (["--baseline", "unused.json", "--min-increase", "1000001GB"], "--min-increase", "a size from 0 to"),
+      (["--baseline", "unused.json", "--tolerance", "1e16"], "--tolerance", "a number from 0 to 1000000000000000"),
+      (["--baseline", "unused.json", "--peak-tolerance", "1e300"], "--peak-tolerance", "a number from 0 to"),
+    ])
+  func limitsPastTheReportsRange(flags: [String], flag: String, range: String) throws {
+    let directory = try temporaryDirectory()
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let fixtures = try BuiltBinary("perfharness-fixtures")
+    let result = try fixtures.run(
+      ["scenario", "completes", "--thresholds", directory.path, "--output", directory.path] + flags)
+    #expect(result.status == 64, "\(result.standardError)")
+    let value = try #require(flags.last)
+    for part in [flag, range, "too large"] {
+      #expect(result.standardError.contains(part), "\(part): \(result.standardError)")
+    }
+    // A percentage is named as the number it was read as (1e16 as 1e+16).
+    let named = ["'\(value)'", Double(value).map { "'\($0)'" }].compactMap { $0 }
+    #expect(named.contains { result.standardError.contains($0) }, "\(result.standardError)")
+  }
+
+  @Test("the largest limits a report holds are checked, and the report is read back and taken as a baseline")
+  func largestLimits() throws {
+    let directory = try temporaryDirectory()
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let fixtures = try BuiltBinary("perfharness-fixtures")
+    let largest = "\(Limit.largestValue)"
+    let run = [
+      "scenario", "completes", "--check", "--thresholds", directory.path, "--max-leaked-bytes", largest + " B",
+      "--max-peak-heap", "1000000 GB", "--max-persistent", "perfharness_fixtures.Unused=" + largest,
+      "--min-increase", largest + "B", "--tolerance", largest,
+    ]
+    let first = try fixtures.run(run + ["--output", directory.appendingPathComponent("base").path])
+    // The made-up type matches nothing the run allocated: that check fails, by name.
+    #expect(first.status == 2, "\(first.standardError)")
+    #expect(first.standardOutput.contains("limit 1000000000000000"), "\(first.standardOutput)")
+    let file = directory.appendingPathComponent("base/completes/starter/report.json").path
+    let read = try BuiltBinary("perfharness").run(["report", file])
+    #expect(read.status == 0, "\(read.standardError)")
+    let again = try fixtures.run(
+      run + ["--baseline", file, "--output", directory.appendingPathComponent("again").path])
+    #expect(again.status == 2, "\(again.standardError)")
+    #expect(again.standardOutput.contains("Baseline completes [starter]"), "\(again.standardOutput)")
+    let stored = directory.appendingPathComponent("again/completes/starter/report.json").path
+    #expect(try BuiltBinary("perfharness").run(["report", stored]).status == 0)
+  }
+
   @Test("a limit nothing measured fails rather than passing silently")
   func unmeasured() throws {
     let directory = try temporaryDirectory()

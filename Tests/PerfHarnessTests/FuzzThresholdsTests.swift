@@ -81,6 +81,14 @@ struct FuzzThresholdsTests {
       } else if expected >= 9.3e18 {
         #expect(parsed == nil, "\(text)")
       }
+      // As a limit, only up to what a report holds; past it, refused as too large.
+      let largest = Double(Limit.largestValue)
+      if expected <= largest * 0.999 {
+        #expect(Limit.maxPeakHeap.parse(text) != nil, "\(text)")
+      } else if expected >= largest * 1.001 {
+        #expect(Limit.maxPeakHeap.parse(text) == nil, "\(text)")
+        #expect(Limit.maxPeakHeap.rejection(of: text).contains("is too large; accepted: a size from 0 to"), "\(text)")
+      }
     }
   }
 
@@ -96,10 +104,11 @@ struct FuzzThresholdsTests {
     let type = Gen<Character>.letterOrNumber.string(of: 1...12)
     await propertyCheck(
       count: Self.count,
-      input: Gen<Int>.int(in: 0...Int.max).array(of: 5), type.array(of: 0...4),
+      input: Gen<Int>.int(in: 0...Limit.largestValue).array(of: 5), type.array(of: 0...4),
       Gen<Int>.int(in: 0...(Self.units.count - 1)).array(of: 3)
     ) { numbers, types, units in
-      let sizes = (0..<3).map { "\(numbers[$0] % 1_000_000) \(Self.units[units[$0]].0)" }
+      // Up to 900,000 GiB: within the largest limit a report holds, in every unit.
+      let sizes = (0..<3).map { "\(numbers[$0] % 900_000) \(Self.units[units[$0]].0)" }
       var text = """
         max-growth-per-generation: \(sizes[0])
         max-leaked-bytes: \(sizes[1])

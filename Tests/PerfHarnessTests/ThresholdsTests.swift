@@ -21,6 +21,48 @@ struct ThresholdsTests {
     #expect(ByteSize(parsing: text) == nil)
   }
 
+  /// A check stores its limit in the report as a Double, and a reader refuses any number
+  /// past 10^15: Int.max became 2^63 there and trapped the text summary converting it back.
+  @Test(
+    "a limit past what a report holds is refused in a file, naming the key, the value and the range",
+    arguments: [
+      ("max-cycles: 1000000000000001\n", "t.yaml:1: max-cycles: '1000000000000001' is too large"),
+      (
+        "warm-up-generations: 9223372036854775807\n",
+        "t.yaml:1: warm-up-generations: '9223372036854775807' is too large"
+      ),
+      ("max-leaked-bytes: 1000000000000001 B\n", "t.yaml:1: max-leaked-bytes: '1000000000000001 B' is too large"),
+      ("max-peak-heap: 9223372036854775807 B\n", "t.yaml:1: max-peak-heap: '9223372036854775807 B' is too large"),
+      ("max-growth-per-generation: 1000001 GB\n", "t.yaml:1: max-growth-per-generation: '1000001 GB' is too large"),
+      (
+        "max-persistent:\n  App.Screen: 9223372036854775807\n",
+        "t.yaml:2: max-persistent: App.Screen: '9223372036854775807' is too large"
+      ),
+    ])
+  func limitsPastTheReportsRange(text: String, message: String) {
+    #expect {
+      try Thresholds.parse(text, path: "t.yaml")
+    } throws: { error in
+      "\(error)".hasPrefix(message) && "\(error)".contains("; accepted: a ")
+        && "\(error)".contains("from 0 to \(Limit.largestValue)")
+    }
+  }
+
+  @Test("the largest limit a report holds is accepted, in a file and as a flag's value")
+  func largestLimit() throws {
+    let largest = Limit.largestValue
+    let thresholds = try Thresholds.parse(
+      "max-cycles: \(largest)\nmax-leaked-bytes: \(largest) B\nmax-persistent:\n  App.Screen: \(largest)\n",
+      path: "t.yaml")
+    #expect(thresholds.maxCycles == largest && thresholds.maxLeakedBytes?.bytes == largest)
+    #expect(thresholds.maxPersistent == ["App.Screen": largest])
+    #expect(Limit.maxPersistent.parse("App.Screen=\(largest)") == .typeCount("App.Screen", largest))
+    #expect(Limit.maxPersistent.parse("App.Screen=\(largest + 1)") == nil)
+    #expect(Limit.maxGrowthPerGeneration.parse("1000000 GB") == .size(ByteSize(bytes: largest)))
+    // Exact as the Double the report stores, so it converts back without trapping.
+    #expect(Int(exactly: Double(largest)) == largest)
+  }
+
   @Test("a full file")
   func fullFile() throws {
     let thresholds = try Thresholds.parse(

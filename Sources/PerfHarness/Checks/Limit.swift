@@ -36,6 +36,15 @@ public struct Limit: Sendable {
       case .typeCounts: "a module-qualified type name, '=', a whole number (e.g. MyApp.Screen=1)"
       }
     }
+
+    /// The values such a limit may take, for a value that is too large.
+    public var range: String {
+      switch self {
+      case .size: "a size from 0 to \(Limit.largestValue) B (10^15 bytes, 1000000 GB)"
+      case .count, .typeCounts: "a count from 0 to \(Limit.largestValue) (10^15)"
+      case .percent: "a number from 0 to 100"
+      }
+    }
   }
 
   /// A parsed value.
@@ -60,27 +69,58 @@ public struct Limit: Sendable {
   let store: @Sendable (inout Thresholds, Value) -> Void
   let isSet: @Sendable (Thresholds) -> Bool
 
+  /// The largest value a size or count limit takes: a check stores its limit in the report,
+  /// whose reader refuses anything larger (``Report/largestQuantity``). It also keeps the
+  /// limit exact as a Double: `Int.max` became 2^63 there, and converting it back trapped.
+  public static let largestValue = Int(Report.largestQuantity)
+
   /// Parses one value written in `form` (a scalar, or TYPE=N for ``Form/typeCounts``).
+  /// - Returns: nil when `text` is in another form or beyond ``largestValue``.
   public func parse(_ text: String) -> Value? {
+    guard let value = parseUnbounded(text), Self.isWithinRange(value) else { return nil }
+    return value
+  }
+
+  private func parseUnbounded(_ text: String) -> Value? {
     switch form {
     case .size: return ByteSize(parsing: text).map(Value.size)
-    case .count:
-      guard let number = Int(text.trimmingCharacters(in: .whitespaces)), number >= 0 else { return nil }
-      return .count(number)
+    case .count: return Self.count(parsing: text).map(Value.count)
     case .percent: return Self.percent(parsing: text).map(Value.percent)
     case .typeCounts:
       let parts = text.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
-      guard parts.count == 2, !parts[0].isEmpty, let limit = Int(parts[1]), limit >= 0 else { return nil }
+      guard parts.count == 2, !parts[0].isEmpty, let limit = Self.count(parsing: parts[1]) else { return nil }
       return .typeCount(parts[0], limit)
     }
   }
 
-  /// Why `text` is no value of this limit, naming the accepted forms (for a flag or a file).
+  private static func isWithinRange(_ value: Value) -> Bool {
+    switch value {
+    case .size(let size): size.bytes <= largestValue
+    case .count(let count), .typeCount(_, let count): count <= largestValue
+    case .percent: true
+    }
+  }
+
+  /// A whole number, 0 or more (of any size: the range is checked apart, to say so).
+  static func count(parsing text: String) -> Int? {
+    guard let number = Int(text.trimmingCharacters(in: .whitespaces)), number >= 0 else { return nil }
+    return number
+  }
+
+  /// Why `text` is no value of this limit, naming the accepted forms, or the accepted range
+  /// for a value in the right form that is too large (for a flag or a file).
   public func rejection(of text: String) -> String {
-    form == .typeCounts
+    let tooLargeSize = form == .size && (ByteSize.magnitude(parsing: text) ?? 0) > Double(Self.largestValue)
+    if tooLargeSize || parseUnbounded(text).map(Self.isWithinRange) == false {
+      return "'\(text)' is too large; accepted: \(rangeDescription)"
+    }
+    return form == .typeCounts
       ? "'\(text)' is not TYPE=N; accepted: \(form.accepted)"
       : "'\(text)' is not a \(form.noun); accepted: \(form.accepted)"
   }
+
+  /// The values this limit may take, for messages.
+  public var rangeDescription: String { form.range }
 
   /// Sets this limit to `value` directly.
   public func set(_ value: Value, in thresholds: inout Thresholds) { store(&thresholds, value) }

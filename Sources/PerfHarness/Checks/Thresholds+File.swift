@@ -83,11 +83,16 @@ extension Thresholds {
       }
       for (typeNode, limitNode) in types {
         guard let type = typeNode.string, !type.isEmpty, let text = limitNode.scalar?.string,
-          let count = Int(text), count >= 0
+          let count = Limit.count(parsing: text)
         else {
           throw ThresholdsFileError(
             path: path, line: typeNode.mark?.line,
             message: "\(key): expected 'TypeName: count' with a whole number, 0 or more")
+        }
+        guard count <= Limit.largestValue else {
+          throw ThresholdsFileError(
+            path: path, line: typeNode.mark?.line,
+            message: "\(key): \(type): '\(text)' is too large; accepted: \(limit.rangeDescription)")
         }
         limit.set(.typeCount(type, count), in: &thresholds)
       }

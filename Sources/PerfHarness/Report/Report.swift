@@ -39,6 +39,12 @@ public struct Report: Codable, Sendable {
 
   public static let currentSchemaVersion = 1
 
+  /// No measured quantity comes near 10^15 (bytes: a petabyte; milliseconds: 31,000 years;
+  /// counts: a million per second for 31 years), so a reader refuses any number beyond it:
+  /// conversions to Int and sums of thousands of them cannot trap. Limits and tolerances a
+  /// report stores are held to it when they are given, or the report would not read back.
+  public static let largestQuantity = 1e15
+
   public struct Tool: Codable, Sendable {
     public var name: String
     public var version: String

@@ -16,19 +16,23 @@ public struct ByteSize: Hashable, Sendable, CustomStringConvertible {
     ("GB", 1e9), ("MB", 1e6), ("KB", 1e3), ("B", 1),
   ]
 
-  /// - Returns: nil when `text` is not one of ``acceptedForms``.
+  /// - Returns: nil when `text` is not one of ``acceptedForms``, or names Int.max bytes or more.
   public init?(parsing text: String) {
+    guard let magnitude = Self.magnitude(parsing: text), magnitude < Double(Int.max) else { return nil }
+    bytes = Int(magnitude.rounded())
+  }
+
+  /// The bytes `text` names in one of ``acceptedForms``, however many: what tells a size too
+  /// large for a limit from text that is no size.
+  public static func magnitude(parsing text: String) -> Double? {
     let trimmed = text.trimmingCharacters(in: .whitespaces)
-    if trimmed == "0" {
-      bytes = 0
-      return
-    }
-    guard let (unit, factor) = Self.units.first(where: { trimmed.hasSuffix($0.0) }) else { return nil }
+    if trimmed == "0" { return 0 }
+    guard let (unit, factor) = units.first(where: { trimmed.hasSuffix($0.0) }) else { return nil }
     let number = trimmed.dropLast(unit.count).trimmingCharacters(in: .whitespaces)
     guard !number.isEmpty, number.allSatisfy({ $0.isASCII && ($0.isNumber || $0 == ".") }),
-      let value = Double(number), value.isFinite, value >= 0, value * factor < Double(Int.max)
+      let value = Double(number), value.isFinite, value >= 0, (value * factor).isFinite
     else { return nil }
-    bytes = Int((value * factor).rounded())
+    return value * factor
   }
 
   /// `512 B`, `1.5 KiB`, `12.3 MiB`, `1.25 GiB`: how every report and message writes a size

@@ -36,10 +36,8 @@ public enum ReportJSON {
 
 /// What a well-formed report satisfies beyond its types.
 enum ReportValidation {
-  /// No measured quantity comes near 10^15 (bytes: a petabyte; milliseconds: 31,000 years;
-  /// counts: a million per second for 31 years), so conversions to Int and sums of thousands
-  /// of them cannot trap.
-  static let largestQuantity = 1e15
+  /// See ``Report/largestQuantity``.
+  static let largestQuantity = Report.largestQuantity
 
   struct PathKey: CodingKey {
     var stringValue: String
