@@ -40,13 +40,10 @@ struct CompareCommand: ParsableCommand {
     let baseline = try StoredReport.read(base)
     let current = try StoredReport.read(new)
     try BaselineSource.refuseIncomplete(baseline, file: base, flag: "compare")
-    guard baseline.scenario.name == current.scenario.name else {
-      throw HarnessError(
-        "\(base) is a report of \(baseline.scenario.name) and \(new) of \(current.scenario.name); compare reports of the same scenario"
-      )
-    }
-    let comparison = BaselineComparison.compare(
-      current, with: baseline, baselinePath: base, tolerances: try tolerances.tolerances())
+    let tolerances = try tolerances.tolerances()
+    try BaselineSource.refuseIncomparable(
+      baseline, file: base, flag: "compare", run: current.scenario, runName: new, tolerances: tolerances)
+    let comparison = BaselineComparison.compare(current, with: baseline, baselinePath: base, tolerances: tolerances)
     if let html {
       var compared = current
       compared.comparison = comparison

@@ -30,7 +30,9 @@ struct ComparisonOptions: ParsableArguments {
 
   @Flag(
     name: .customLong("allow-different-setup"),
-    help: "A baseline recorded with other iterations or instruments may pass (default: such a comparison fails).")
+    help:
+      "Compare with a baseline of another scenario or variant, or recorded with other iterations or instruments (default: refused, exit 64)."
+  )
   var allowDifferentSetup = false
 
   func tolerances() throws -> ComparisonTolerances {
@@ -86,13 +88,15 @@ struct BaselineSource {
     return file
   }
 
-  /// The baseline for `scenario`, read and checked to be a report of that scenario.
-  func report(scenario: String, variant: String) throws -> (report: Report, path: String) {
-    try report(named: scenario, at: try reportPath(scenario: scenario, variant: variant))
+  /// The baseline for a run set up as `run`, read and checked to be able to judge it.
+  func report(for run: Report.ScenarioInfo, tolerances: ComparisonTolerances) throws -> (report: Report, path: String) {
+    try report(at: try reportPath(scenario: run.name, variant: run.variant), for: run, tolerances: tolerances)
   }
 
-  /// The report in `file`, checked to be complete and a report of `name`.
-  func report(named scenario: String, at file: String) throws -> (report: Report, path: String) {
+  /// The report in `file`, checked to be complete and able to judge a run set up as `run`.
+  func report(
+    at file: String, for run: Report.ScenarioInfo, tolerances: ComparisonTolerances
+  ) throws -> (report: Report, path: String) {
     let report: Report
     do {
       report = try StoredReport.read(file)
@@ -100,12 +104,35 @@ struct BaselineSource {
       throw ValidationError("--baseline: \(error)")
     }
     try Self.refuseIncomplete(report, file: file, flag: "--baseline")
-    guard report.scenario.name == scenario else {
+    try Self.refuseIncomparable(
+      report, file: file, flag: "--baseline", run: run, runName: "this run", tolerances: tolerances)
+    return (report, file)
+  }
+
+  /// A baseline set up otherwise than the run measures another run: held against it, a
+  /// regression or a pass says nothing about the change, so it is a usage error unless
+  /// `--allow-different-setup` says it is intended. So is a baseline that lacks the figure a
+  /// gate asked for by name (see ``BaselineComparison/explicitGatesLacking(in:instruments:tolerances:)``).
+  static func refuseIncomparable(
+    _ baseline: Report, file: String, flag: String, run: Report.ScenarioInfo, runName: String,
+    tolerances: ComparisonTolerances
+  ) throws {
+    let differences = BaselineComparison.setupDifferences(run, baseline: baseline.scenario)
+    if !differences.isEmpty && !tolerances.allowsDifferentSetup {
+      let listed = differences.map { "\($0.name) \($0.baseline) (\(runName): \($0.current))" }
+      let folderHint =
+        differences.contains { $0.name == "scenario" }
+        ? " (for several scenarios, a folder of <scenario>/<variant>/report.json)" : ""
       throw ValidationError(
-        "--baseline \(file) is a report of \(report.scenario.name), not of \(scenario); pass a folder of reports (<scenario>/<variant>/report.json) to compare several scenarios"
+        "\(flag) \(file) was recorded with another setup: \(listed.joined(separator: ", ")); its figures measure another run; accepted: a report of the same scenario, variant, iterations and instruments\(folderHint), or --allow-different-setup to compare anyway"
       )
     }
-    return (report, file)
+    let lacking = BaselineComparison.explicitGatesLacking(
+      in: baseline, instruments: Set(run.instruments), tolerances: tolerances)
+    guard !lacking.isEmpty else { return }
+    throw ValidationError(
+      "\(flag) \(file) cannot serve the gates asked for: \(lacking.joined(separator: "; ")); accepted: a baseline that measured those figures, or leave those tolerances out"
+    )
   }
 
   /// A baseline from a run that crashed or did not pass its own run measured less than a

@@ -149,6 +149,11 @@ struct RecordCommand: ParsableCommand {
   /// writes it (or `report.json` itself).
   private func storedBaseline(_ path: String) throws -> (report: Report, path: String) {
     let source = BaselineSource(path: path)
-    return try source.report(named: name, at: try source.reportPath(in: [name, "."], layout: "<name>/report.json"))
+    let run = Report.ScenarioInfo(
+      name: name, variant: ProgramRecording.variant, iterations: 1,
+      instruments: Instrument.allCases.filter(try configuration().instruments.contains))
+    return try source.report(
+      at: try source.reportPath(in: [name, "."], layout: "<name>/report.json"), for: run,
+      tolerances: try tolerances.tolerances())
   }
 }

@@ -40,7 +40,7 @@ struct ScenarioCommand: ParsableCommand {
     _ = try tolerances.tolerances()
     if let baseline {
       for scenario in selectedScenarios {
-        _ = try BaselineSource(path: baseline).report(scenario: scenario.name, variant: variant(of: scenario).rawValue)
+        _ = try BaselineSource(path: baseline).report(for: try setup(of: scenario), tolerances: tolerances.tolerances())
       }
     }
   }
@@ -55,6 +55,15 @@ struct ScenarioCommand: ParsableCommand {
     var adjusted = options
     adjusted.instruments = chosen
     return adjusted
+  }
+
+  /// How `scenario` will be run, as its report will say: what a baseline must match.
+  private func setup(of scenario: Scenario) throws -> Report.ScenarioInfo {
+    let instruments = try options(for: scenario).recordingConfiguration.instruments
+    return Report.ScenarioInfo(
+      name: scenario.name, variant: variant(of: scenario).rawValue,
+      iterations: options.iterations ?? scenario.defaultIterations,
+      instruments: Instrument.allCases.filter(instruments.contains))
   }
 
   private func variant(of scenario: Scenario) -> ScenarioVariant {
@@ -126,7 +135,7 @@ struct ScenarioCommand: ParsableCommand {
       }
       // Read before the folder is emptied: --baseline may name the report this run replaces.
       let stored = try baseline.map {
-        try BaselineSource(path: $0).report(scenario: scenario.name, variant: variant.rawValue)
+        try BaselineSource(path: $0).report(for: try setup(of: scenario), tolerances: tolerances.tolerances())
       }
       let folder = try ReportFolder(directory: options.output, scenario: scenario.name, variant: variant.rawValue)
       var report: Report

@@ -43,7 +43,14 @@ struct BaselineTests {
     #expect(rerun.comparison?.passed == true, "\(failedRows)")
     #expect(rerun.comparison?.baseline == baselineFile)
 
-    let starter = try record("starter", into: runs, extra: ["--baseline", baselineFile])
+    // Another variant runs other code: refused before it runs, unless that is intended.
+    let refused = try record("starter", into: runs, extra: ["--baseline", baselineFile])
+    #expect(refused.status == 64, "\(refused.standardError)")
+    for part in [baselineFile, "variant fixed (this run: starter)", "--allow-different-setup"] {
+      #expect(refused.standardError.contains(part), "\(part): \(refused.standardError)")
+    }
+    #expect(!FileManager.default.fileExists(atPath: runs.appendingPathComponent("closure-retain-cycles/starter").path))
+    let starter = try record("starter", into: runs, extra: ["--baseline", baselineFile, "--allow-different-setup"])
     #expect(starter.status == 2)
     let comparison = try #require(try report(in: runs, variant: "starter").comparison)
     #expect(!comparison.passed)
@@ -65,8 +72,15 @@ struct BaselineTests {
     let starter = directory.appendingPathComponent("closure-retain-cycles/starter/report.json").path
     let fixedAgain = second.appendingPathComponent("closure-retain-cycles/fixed/report.json").path
 
-    let regression = try perfharness.run(["compare", fixed, starter])
+    let refused = try perfharness.run(["compare", fixed, starter])
+    #expect(refused.status == 64)
+    #expect(
+      refused.standardError.contains(
+        "compare \(fixed) was recorded with another setup: variant fixed (\(starter): starter)"),
+      "\(refused.standardError)")
+    let regression = try perfharness.run(["compare", fixed, starter, "--allow-different-setup"])
     #expect(regression.status == 2)
+    #expect(regression.standardOutput.contains("variant: starter (baseline: fixed)"))
     #expect(regression.standardOutput.contains("FAIL # Persistent PhotoSearch.SearchResultsViewController"))
 
     let same = try perfharness.run(["compare", fixed, fixedAgain, "--format", "json"])
@@ -101,10 +115,77 @@ struct BaselineTests {
     let file = directory.appendingPathComponent("closure-retain-cycles/fixed/report.json").path
     let result = try perfharness.run(["scenario", "search-drill-downs", "--baseline", file])
     #expect(result.status == 64)
-    #expect(result.standardError.contains("is a report of closure-retain-cycles"), "\(result.standardError)")
+    #expect(
+      result.standardError.contains("scenario closure-retain-cycles (this run: search-drill-downs)"),
+      "\(result.standardError)")
+    #expect(result.standardError.contains("a folder of <scenario>/<variant>/report.json"))
     let compare = try perfharness.run(["compare", file, file, "--time-tolerance", "0", "--peak-tolerance", "0"])
     #expect(compare.status == 0, "a report equals itself, times and peak included")
     #expect(compare.standardOutput.contains("ok   peak heap"), "\(compare.standardOutput)")
+  }
+
+  /// Reports of two fixtures differ in scenario and iterations: compare said exit 1, a
+  /// harness error, for what is a usage error.
+  @Test("compare refuses reports set up otherwise (exit 64) and, allowed, names each difference in a row")
+  func compareOtherSetup() throws {
+    let directory = try temporaryDirectory()
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let fixtures = try BuiltBinary("perfharness-fixtures")
+    for scenario in ["completes", "prints"] {
+      let run = try fixtures.run(["scenario", scenario, "--instruments", "none", "--output", directory.path])
+      #expect(run.status == 0, "\(run.standardError)")
+    }
+    let completes = directory.appendingPathComponent("completes/starter/report.json").path
+    let prints = directory.appendingPathComponent("prints/starter/report.json").path
+    let refused = try perfharness.run(["compare", completes, prints])
+    #expect(refused.status == 64)
+    for part in ["scenario completes (\(prints): prints)", "iterations 1 (\(prints): 3)", "--allow-different-setup"] {
+      #expect(refused.standardError.contains(part), "\(part): \(refused.standardError)")
+    }
+    let allowed = try perfharness.run(["compare", completes, prints, "--allow-different-setup", "--format", "json"])
+    #expect(allowed.status == 0, "\(allowed.standardError)")
+    let comparison = try JSONDecoder().decode(BaselineComparison.self, from: Data(allowed.standardOutput.utf8))
+    #expect(
+      comparison.rows.filter { $0.unit == "setup" }.map(\.metric) == [
+        "scenario: prints (baseline: completes)", "iterations: 3 (baseline: 1)",
+      ])
+    // Another instrument set is refused the same way, before the run.
+    let instruments = try fixtures.run([
+      "scenario", "completes", "--instruments", "allocations", "--baseline", completes, "--output",
+      directory.appendingPathComponent("again").path,
+    ])
+    #expect(instruments.status == 64)
+    #expect(
+      instruments.standardError.contains("instruments none (this run: allocations)"), "\(instruments.standardError)")
+  }
+
+  /// With its allocations section removed, a baseline passed every memory gate: "no regression".
+  @Test("a baseline without a section: its figures are not gated, the comparison says so; asked for by name, exit 64")
+  func baselineWithoutASection() throws {
+    let directory = try temporaryDirectory()
+    defer { try? FileManager.default.removeItem(at: directory) }
+    #expect(try record("starter", into: directory).status == 0)
+    let file = directory.appendingPathComponent("closure-retain-cycles/starter/report.json")
+    var json = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: file)) as? [String: Any])
+    json["allocations"] = nil
+    let edited = directory.appendingPathComponent("without-allocations.json")
+    try JSONSerialization.data(withJSONObject: json).write(to: edited)
+
+    let result = try perfharness.run(["compare", edited.path, file.path])
+    #expect(result.status == 0, "\(result.standardError)")
+    let text = result.standardOutput
+    #expect(text.contains("allocations: not in the baseline"), "\(text)")
+    #expect(text.contains("the baseline has no allocations section: persistent bytes and blocks"), "\(text)")
+    let persistent = try #require(text.split(separator: "\n").first { $0.contains("persistent bytes  ") })
+    #expect(persistent.contains("the baseline has no such figure (not gated)"), "\(persistent)")
+    #expect(!persistent.contains("ok "), "an unjudged figure is not marked as passing: \(persistent)")
+
+    let peak = try perfharness.run(["compare", edited.path, file.path, "--peak-tolerance", "10"])
+    #expect(peak.status == 64)
+    #expect(
+      peak.standardError.contains(
+        "compare \(edited.path) cannot serve the gates asked for: --peak-tolerance gates the peak heap, and the baseline has no allocations section"
+      ), "\(peak.standardError)")
   }
 
   @Test("the report of a run that crashed is refused as a baseline (exit 64, with the reason)")

@@ -178,6 +178,82 @@ struct BaselineComparisonTests {
     #expect(allowed.rows.contains { $0.metric.hasPrefix("iterations") })
   }
 
+  @Test(
+    "another scenario, variant, iterations or instruments is a setup difference, failing unless allowed",
+    arguments: [
+      ("scenario", "scenario: other (baseline: sample)"), ("variant", "variant: fixed (baseline: starter)"),
+      ("iterations", "iterations: 5 (baseline: 3)"),
+      ("instruments", "instruments: allocations,time (baseline: allocations)"),
+    ])
+  func setupDifference(field: String, metric: String) throws {
+    var current = report()
+    switch field {
+    case "scenario": current.scenario.name = "other"
+    case "variant": current.scenario.variant = "fixed"
+    case "iterations": current.scenario.iterations = 5
+    default: current.scenario.instruments = [.time, .allocations]
+    }
+    let differences = BaselineComparison.setupDifferences(current.scenario, baseline: report().scenario)
+    #expect(differences.map(\.name) == [field])
+    let refused = BaselineComparison.compare(current, with: report(), baselinePath: "base.json")
+    let row = try row(refused, metric)
+    #expect(!row.passed && row.unit == "setup" && !refused.passed)
+    #expect(row.detail?.contains("--allow-different-setup") == true)
+    let allowed = BaselineComparison.compare(
+      current, with: report(), baselinePath: "base.json", tolerances: .init(allowsDifferentSetup: true))
+    #expect(try self.row(allowed, metric).passed && allowed.passed)
+  }
+
+  /// A baseline whose allocations section was removed passed every memory gate: the rows
+  /// said "ok" with nothing to hold the figures against.
+  @Test("a section the baseline lacks is not gated: its rows and the comparison say so, never 0")
+  func sectionMissingInTheBaseline() throws {
+    let current = report(types: ["App.Screen": 3], leakedBytes: 0)
+    for (baseline, section) in [(report(leakedBytes: 0, allocations: false), "allocations"), (report(), "leaks")] {
+      let comparison = BaselineComparison.compare(current, with: baseline, baselinePath: "base.json")
+      let note = try row(comparison, "\(section): not in the baseline")
+      #expect(note.unit == "setup" && note.passed)
+      #expect(note.detail?.hasPrefix("the baseline has no \(section) section: ") == true, "\(note)")
+      #expect(note.detail?.hasSuffix(" not gated") == true, "\(note)")
+      let figure = try row(comparison, section == "leaks" ? "leaked bytes" : "persistent bytes")
+      #expect(figure.baseline == nil && figure.limitPercent == nil && figure.passed)
+      #expect(figure.detail == "the baseline has no such figure (not gated)")
+    }
+    let complete = BaselineComparison.compare(current, with: current, baselinePath: "base.json")
+    #expect(!complete.rows.contains { $0.metric.hasSuffix("not in the baseline") })
+  }
+
+  @Test("a baseline with no generation after the warm-up has no growth figure, rather than 0")
+  func noGenerationsInTheBaseline() throws {
+    var current = report()
+    current.allocations?.generations = (0..<3).map { index in
+      AllocationsReport.Generation(
+        index: index, label: "g\(index)", startMilliseconds: 0, endMilliseconds: 1, growthBytes: 100_000,
+        growthCount: 10, liveBytes: 0, categories: [])
+    }
+    let comparison = BaselineComparison.compare(current, with: report(), baselinePath: "base.json")
+    let growth = try row(comparison, "max growth per generation (after the first)")
+    #expect(growth.baseline == nil && growth.current == 100_000 && growth.passed && growth.limitPercent == nil)
+  }
+
+  @Test("a gate asked for by name that the baseline cannot serve is named; default gates are not")
+  func explicitGatesLacking() {
+    let noTime = report()
+    let both = ComparisonTolerances(timePercent: 10, peakPercent: 10)
+    #expect(
+      BaselineComparison.explicitGatesLacking(in: noTime, instruments: [.time, .allocations], tolerances: both)
+        == ["--time-tolerance gates the sampled time, and the baseline has no time profile"])
+    #expect(
+      BaselineComparison.explicitGatesLacking(
+        in: report(allocations: false), instruments: [.allocations], tolerances: both)
+        == ["--peak-tolerance gates the peak heap, and the baseline has no allocations section"])
+    #expect(BaselineComparison.explicitGatesLacking(in: noTime, instruments: [.allocations], tolerances: both).isEmpty)
+    #expect(
+      BaselineComparison.explicitGatesLacking(
+        in: report(allocations: false), instruments: [.time, .allocations], tolerances: .init()
+      ).isEmpty)
+  }
+
   @Test("a figure the baseline measured and this run did not fails")
   func missingMeasurement() throws {
     let comparison = BaselineComparison.compare(

@@ -70,8 +70,9 @@ public struct ComparisonTolerances: Sendable, Equatable {
   public var peakPercent: Double?
   public var minimumBytes: Int
   public var minimumCount: Int
-  /// Whether a baseline recorded with other iterations or instruments may pass: by
-  /// default such a comparison fails, since its figures measure something else.
+  /// Whether a baseline of another scenario or variant, or recorded with other iterations
+  /// or instruments, may be compared: by default the command line refuses it and such a
+  /// comparison fails, since its figures measure something else.
   public var allowsDifferentSetup: Bool
 
   /// The size of the blocks a library caches per thread (a Dispatch continuation): block
@@ -106,13 +107,12 @@ extension BaselineComparison {
     _ current: Report, with baseline: Report, baselinePath: String, tolerances: ComparisonTolerances = .init()
   ) -> BaselineComparison {
     var builder = RowBuilder(tolerances: tolerances)
-    builder.setup(
-      "iterations", baseline: baseline.scenario.iterations, current: current.scenario.iterations,
-      describe: { "\($0)" })
-    builder.setup(
-      "instruments", baseline: baseline.scenario.instruments.map(\.rawValue).sorted(),
-      current: current.scenario.instruments.map(\.rawValue).sorted(),
-      describe: { $0.isEmpty ? "none" : $0.joined(separator: ",") })
+    for difference in setupDifferences(current.scenario, baseline: baseline.scenario) {
+      builder.setup(difference)
+    }
+    for instrument in sectionsMissing(in: baseline, from: current) {
+      builder.missingSection(instrument)
+    }
 
     let base = baseline.allocations
     let now = current.allocations
@@ -125,8 +125,8 @@ extension BaselineComparison {
       "total allocations", .count, base?.totals.totalAllocations, now?.totals.totalAllocations,
       minimum: tolerances.minimumCount)
     builder.gated(
-      "max growth per generation (after the first)", .bytes, base.map(maxGrowthAfterWarmUp),
-      now.map(maxGrowthAfterWarmUp))
+      "max growth per generation (after the first)", .bytes, base.flatMap(maxGrowthAfterWarmUp),
+      now.flatMap(maxGrowthAfterWarmUp))
     if let base, let now { builder.persistentTypes(base, now) }
 
     // A leak is never noise: any increase fails, whatever the tolerance.
@@ -194,8 +194,10 @@ extension BaselineComparison {
     return comparison
   }
 
-  private static func maxGrowthAfterWarmUp(_ allocations: AllocationsReport) -> Int {
-    allocations.generations.dropFirst(Thresholds().warmUpGenerations).map(\.growthBytes).max() ?? 0
+  /// nil without a generation after the warm-up: a run that has none has no such figure,
+  /// and 0 in its place would fail any growth in the other run, or pass any shrink.
+  private static func maxGrowthAfterWarmUp(_ allocations: AllocationsReport) -> Int? {
+    allocations.generations.dropFirst(Thresholds().warmUpGenerations).map(\.growthBytes).max()
   }
 
   private static func cycleCount(_ leaks: LeaksReport) -> Int {
@@ -228,20 +230,29 @@ private struct RowBuilder {
     add(metric, unit, baseline.map(Double.init), current.map(Double.init), limit: 0, slack: 0)
   }
 
-  /// How the runs were set up: shown when they differ, and failing then unless the
-  /// tolerances allow it.
-  mutating func setup<Value: Equatable>(
-    _ metric: String, baseline: Value, current: Value, describe: (Value) -> String
-  ) {
-    guard baseline != current else { return }
+  /// How the runs were set up, where they differ: failing unless the tolerances allow it.
+  mutating func setup(_ difference: BaselineComparison.SetupDifference) {
+    let metric = difference.name
     rows.append(
       BaselineComparison.Row(
-        metric: "\(metric): \(describe(current)) (baseline: \(describe(baseline)))", unit: "setup", baseline: nil,
-        current: nil, changePercent: nil, limitPercent: nil, passed: tolerances.allowsDifferentSetup,
+        metric: "\(metric): \(difference.current) (baseline: \(difference.baseline))", unit: "setup",
+        baseline: nil, current: nil, changePercent: nil, limitPercent: nil, passed: tolerances.allowsDifferentSetup,
         detail: tolerances.allowsDifferentSetup
           ? "the runs differ in \(metric) (--allow-different-setup)"
-          : "the baseline was recorded with other \(metric): its figures are not comparable; rerun it, or pass --allow-different-setup if this is intended"
+          : "the runs differ in \(metric): the baseline's figures are not comparable; rerun it, or pass --allow-different-setup if this is intended"
       ))
+  }
+
+  /// A section the run has and the baseline lacks: the comparison says which gates it could
+  /// not apply, beside the rows that say so figure by figure.
+  mutating func missingSection(_ instrument: Instrument) {
+    let section = Report.sectionName(of: instrument)
+    rows.append(
+      BaselineComparison.Row(
+        metric: "\(section): not in the baseline", unit: "setup", baseline: nil, current: nil, changePercent: nil,
+        limitPercent: nil, passed: true,
+        detail:
+          "the baseline has no \(section) section: \(BaselineComparison.gatedFigures(of: instrument)) not gated"))
   }
 
   mutating func timed(_ metric: String, _ baseline: Double?, _ current: Double?) {
@@ -302,7 +313,10 @@ private struct RowBuilder {
       row.passed = limit == nil
       row.detail = "not measured in this run"
     case (nil, _?):
-      row.detail = "not measured in the baseline"
+      // Never read as 0: with nothing to hold the figure against, a gate has no verdict, and
+      // a row marked as passing it would say it had one.
+      row.limitPercent = nil
+      row.detail = limit == nil ? "not measured in the baseline" : "the baseline has no such figure (not gated)"
     case (nil, nil):
       break
     }

@@ -55,6 +55,13 @@ public struct Report: Codable, Sendable {
     public var variant: String
     public var iterations: Int
     public var instruments: [Instrument]
+
+    public init(name: String, variant: String, iterations: Int, instruments: [Instrument]) {
+      self.name = name
+      self.variant = variant
+      self.iterations = iterations
+      self.instruments = instruments
+    }
   }
 }
 
