@@ -193,6 +193,17 @@ extension HTMLReport {
   }
 }
 
+extension HTMLReport {
+  /// The pretty JSON of a ``syntheticReport(samples:stackDepth:allocations:)`` of about
+  /// `bytes` (as `report.json` is written): its samples scaled to reach the size.
+  public static func syntheticReportJSON(bytes: Int) throws -> Data {
+    let probe = try ReportJSON.encode(syntheticReport(samples: 1000, allocations: 100_000)).count
+    let empty = try ReportJSON.encode(syntheticReport(samples: 1, allocations: 100_000)).count
+    let samples = max(1, (bytes - empty) * 999 / max(1, probe - empty))
+    return try ReportJSON.encode(syntheticReport(samples: samples, allocations: 100_000))
+  }
+}
+
 /// A small deterministic generator (SplitMix64): the synthetic report must not change between
 /// runs, or bench figures would not compare.
 private struct SplitMix {

@@ -4,6 +4,7 @@ import BenchWorkloads
 // docs/measurements.md. Drives the release `perfharness` binary as a user would.
 import Foundation
 import PerfHarness
+import PerfReports
 
 struct Figure: Codable {
   var name: String
@@ -109,6 +110,17 @@ case ["--big-heap", "none"], ["--big-heap", "leaks"]:
   let run = runBigHeap(leaks: benchArguments[1] == "leaks")
   print(String(decoding: try JSONEncoder().encode(run), as: UTF8.self))
   exit(0)
+case let arguments where arguments.count == 3 && arguments[0] == "--big-report":
+  // A valid report.json of about the given size, for measuring the readers by hand
+  // (docs/measurements.md, "Reading a large report").
+  guard let megabytes = Int(arguments[2]), megabytes > 0 else {
+    FileHandle.standardError.write(Data("error: --big-report FILE MEGABYTES: a positive whole number\n".utf8))
+    exit(64)
+  }
+  let data = try HTMLReport.syntheticReportJSON(bytes: megabytes * 1_000_000)
+  try data.write(to: URL(fileURLWithPath: arguments[1]))
+  print("\(arguments[1]): \(data.count) bytes")
+  exit(0)
 case ["--only", "report"]:
   for figure in try measureReportGeneration(rounds: 3, output: output).figures {
     print(
@@ -119,7 +131,7 @@ case ["--only", "report"]:
 default:
   FileHandle.standardError.write(
     Data(
-      "error: unknown arguments '\(benchArguments.joined(separator: " "))'; accepted: none (every figure), --only time, --only alloc, --only workloads or --only report\n"
+      "error: unknown arguments '\(benchArguments.joined(separator: " "))'; accepted: none (every figure), --only time, --only alloc, --only workloads, --only report or --big-report FILE MEGABYTES\n"
         .utf8))
   exit(64)
 }
