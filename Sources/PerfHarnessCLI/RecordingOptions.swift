@@ -70,6 +70,23 @@ struct RecordingOptions: ParsableArguments {
     } catch {
       throw ValidationError(error.description)
     }
+    try checkHandOverSize()
+  }
+
+  /// The settings reach the scenario's child or the preloaded recorder as a file read up to
+  /// `BoundedFile.handOverLimit`: refused here, naming the suppressions that fill it, rather
+  /// than cut off there.
+  private func checkHandOverSize() throws {
+    guard let suppressions else { return }
+    let settings = ProgramRecording.Settings(
+      configuration: configuration(memoryWarningAtEnd: true), resultDirectory: String(repeating: "/", count: 4096),
+      markEverySeconds: 1)
+    let size = (try? JSONEncoder().encode(settings).count) ?? 0
+    guard size > BoundedFile.handOverLimit else { return }
+    let fileSize = (try? FileManager.default.attributesOfItem(atPath: suppressions)[.size] as? Int) ?? 0
+    throw ValidationError(
+      "--suppressions \(suppressions): its \(ByteSize(bytes: fileSize)) make \(ByteSize(bytes: size)) of recording settings; accepted: settings of at most \(ByteSize(bytes: BoundedFile.handOverLimit)) (fewer or shorter patterns)"
+    )
   }
 
   func parsedSuppressions() throws -> LeakSuppressions {

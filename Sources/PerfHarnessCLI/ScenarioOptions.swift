@@ -66,7 +66,7 @@ struct ScenarioOptions: ParsableArguments {
     do {
       return try JSONDecoder().decode(
         RecordingConfiguration.self,
-        from: BoundedFile.read(childConfiguration, limit: BoundedFile.settingsLimit))
+        from: BoundedFile.read(childConfiguration, limit: BoundedFile.handOverLimit))
     } catch {
       throw ValidationError("--child-configuration \(childConfiguration): \(error)")
     }

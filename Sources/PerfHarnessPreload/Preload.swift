@@ -27,7 +27,7 @@ public func preloadSettings() -> Double {
   let loaded: ProgramRecording.Settings
   do {
     loaded = try JSONDecoder().decode(
-      ProgramRecording.Settings.self, from: BoundedFile.read(path, limit: BoundedFile.settingsLimit))
+      ProgramRecording.Settings.self, from: BoundedFile.read(path, limit: BoundedFile.handOverLimit))
   } catch {
     complain("cannot read the recording settings \(path): \(error)", in: nil)
     return -1

@@ -41,6 +41,35 @@ struct BoundedInputTests {
     #expect(result.standardError.contains("\(file.path) is larger than 1.0 MiB"), "\(result.standardError)")
   }
 
+  /// The child reads the recording settings the parent wrote; they carry the parsed
+  /// patterns, several times the file's size, and were cut off at the suppressions' own cap.
+  @Test("a suppressions file just under its cap reaches the scenario's child whole and matches there")
+  func suppressionsNearTheCap() throws {
+    let directory = try temporaryDirectory()
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let file = directory.appendingPathComponent("suppressions.txt")
+    var text = ""
+    var index = 0
+    while text.utf8.count < BoundedFile.settingsLimit - 100 {
+      text += ["type:App.Unused\(index)\n", "stack:*unused\(index)\n", "type:Nothing\(index).*\n"][index % 3]
+      index += 1
+    }
+    // Last, so the child must have read every pattern before it.
+    text += "type:*\n"
+    try Data(text.utf8).write(to: file)
+    let output = directory.appendingPathComponent("reports")
+    let run = try BuiltBinary("perfharness").run([
+      "scenario", "closure-retain-cycles", "--iterations", "2", "--instruments", "allocations,leaks",
+      "--suppressions", file.path, "--output", output.path,
+    ])
+    #expect(run.status == 0, "\(run.standardError)")
+    let report = try JSONDecoder().decode(
+      Report.self,
+      from: Data(contentsOf: output.appendingPathComponent("closure-retain-cycles/starter/report.json")))
+    #expect((report.leaks?.suppressedCount ?? 0) > 0)
+    #expect(report.leaks?.leakedCount == 0)
+  }
+
   @Test("a report over 256 MiB is refused without being read: exit 1 for report and compare, 64 for --baseline")
   func largeReport() throws {
     let directory = try temporaryDirectory()

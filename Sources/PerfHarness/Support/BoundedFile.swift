@@ -12,6 +12,13 @@ public enum BoundedFile {
   /// A thresholds or suppressions file: a limit per line, so a megabyte is tens of
   /// thousands of types.
   public static let settingsLimit = 1 << 20
+  /// The recording settings the harness writes for its scenario child or its preloaded
+  /// recorder: they carry a parsed suppressions file (up to `settingsLimit`) whose JSON
+  /// takes up to about six times its text (a one-letter pattern per line; control
+  /// characters escaped as `\u00XX`). Read with the suppressions cap, settings from a
+  /// 450 KB file were cut off and the program ran unrecorded. The options are checked
+  /// against this limit before anything runs.
+  public static let handOverLimit = 16 * settingsLimit
   /// A report: a long run with every instrument and full stacks stays far below it.
   public static let reportLimit = 256 << 20
 

@@ -155,7 +155,8 @@ enum LeakAnalysis {
     notJudged: Set<UInt> = [], describesRetainers: Bool = true
   ) -> LeaksReport {
     let suppressions = LeakSuppressions(
-      patterns: suppressions.patterns + LeakSuppressions.systemLibraries.patterns)
+      patterns: suppressions.patterns + LeakSuppressions.systemLibraries.patterns
+    ).matcher()
     let nodeCount = graph.nodeCount
     let blocks = recording.liveBlocks
     let holders = recording.preexistingBlocks
@@ -309,12 +310,11 @@ enum LeakAnalysis {
     // Suppressions: suppressed leaked blocks become roots.
     var suppressedCount = 0
     var suppressedBytes = 0
-    if !suppressions.isEmpty {
+    do {
       let leakedBefore = reachable.missing(below: nodeCount).map { Int($0) }
       var seeds: [UInt32] = []
       for node in leakedBefore
-      where suppressions.matches(
-        type: typeName(node), stack: suppressions.hasStackPatterns ? stackOf(node) : [])
+      where suppressions.matches(type: typeName(node), stack: suppressions.needsStacks ? stackOf(node) : [])
       {
         seeds.append(UInt32(node))
       }

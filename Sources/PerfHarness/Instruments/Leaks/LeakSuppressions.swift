@@ -80,29 +80,16 @@ public struct LeakSuppressions: Sendable, Equatable, Codable {
   }
 
   public var isEmpty: Bool { patterns.isEmpty }
-  var hasStackPatterns: Bool { patterns.contains { $0.kind == .stack } }
 
-  /// Whether a block of `type` allocated at `stack` (symbols and modules) is suppressed.
-  public func matches(type: String, stack: [AllocationsReport.StackFrame]) -> Bool {
-    for pattern in patterns {
-      switch pattern.kind {
-      case .type:
-        if Self.glob(pattern.glob, matches: type) { return true }
-      case .stack:
-        if stack.contains(where: {
-          Self.glob(pattern.glob, matches: $0.symbol) || Self.glob(pattern.glob, matches: $0.module)
-        }) {
-          return true
-        }
-      }
-    }
-    return false
-  }
+  /// The patterns compiled for matching many blocks: build it once per analysis.
+  public func matcher() -> Matcher { Matcher(self) }
 
   /// `*` and `?` glob match over Unicode scalars (iterative, with backtracking to the last `*`).
   public static func glob(_ pattern: String, matches text: String) -> Bool {
-    let p = Array(pattern.unicodeScalars)
-    let t = Array(text.unicodeScalars)
+    glob(Array(pattern.unicodeScalars), matches: Array(text.unicodeScalars))
+  }
+
+  static func glob(_ p: [Unicode.Scalar], matches t: [Unicode.Scalar]) -> Bool {
     var pi = 0
     var ti = 0
     var star = -1
