@@ -587,6 +587,21 @@ extension ProcessWideRecording {
       #expect(recording.lostBlocks == 0)
     }
 
+    /// Generation indices take 16 bits per block: marks past the limit open no generation,
+    /// and were dropped without a trace while the report said nothing was lost.
+    @Test("marks past the 65,535-generation limit are counted as lost")
+    func marksPastTheLimit() throws {
+      let recorder = try AllocationRecorder.start(mode: .countsOnly)
+      for index in 0..<(CPerfAlloc_MaxMarks + 5) { recorder.markGeneration(label: "m\(index)") }
+      let recording = recorder.stop()
+      #expect(recording.lostMarks == 5)
+      let report = Self.report(recording)
+      #expect(report.lost.marks == 5)
+      #expect(report.generations.count <= CPerfAlloc_MaxMarks + 1)
+      let json = String(decoding: try JSONEncoder().encode(report), as: UTF8.self)
+      #expect(json.contains(#""marks":5"#), "\(json.prefix(300))")
+    }
+
     @Test func generationGrowthIsExact() throws {
       let recorder = try AllocationRecorder.start(mode: .fullStacks)
       var first: [AllocProbeGeneration] = (0..<100).map { _ in AllocProbeGeneration() }

@@ -12,6 +12,7 @@ public enum AllocationsText {
     let parts = [
       (lost.blocks, "blocks not tracked"), (lost.freedCategories, "frees with their type lost"),
       (lost.stacks, "allocations without their stack"), (lost.timelinePoints, "timeline points"),
+      (lost.marks ?? 0, "marks past the 65535-generation limit (their allocations count in the last generation)"),
     ].filter { $0.0 > 0 }.map { "\($0.0) \($0.1)" }
     return parts.isEmpty ? "" : "; LOST: " + parts.joined(separator: ", ")
   }

@@ -181,6 +181,9 @@ struct AllocationRecording: Sendable {
   var allocationsByStack: [UInt32: FreedAggregate] = [:]
   /// Allocations the totals by stack could not place (their table was full).
   var lostStackTotals = 0
+  /// Marks past `CPerfAlloc_MaxMarks`, which open no generation: what was allocated after
+  /// them counts in the last generation that was opened.
+  var lostMarks = 0
 
   func category(for key: AllocationCategoryKey) -> AllocationCategory {
     if let known = categories[key] { return known }
@@ -201,6 +204,7 @@ final class AllocationRecorder: Sendable {
 
   private struct State {
     var labels: [Int: String] = [:]
+    var marksDropped = 0
     var result: AllocationRecording?
   }
   private let state = Mutex(State())
@@ -260,12 +264,16 @@ final class AllocationRecorder: Sendable {
   }
 
   /// Opens a new generation: blocks allocated from now on belong to it. `label` names
-  /// what happens after the mark. Ignored after stop or beyond `CPerfAlloc_MaxMarks`.
+  /// what happens after the mark. Ignored after stop; beyond `CPerfAlloc_MaxMarks`
+  /// counted in `lostMarks`.
   func markGeneration(label: String) {
     state.withLock { state in
       guard state.result == nil else { return }
       var mark = CPerfAlloc_Mark()
-      guard CPerfAlloc_markGeneration(&mark) == Int32(CPerfAlloc_OK.rawValue) else { return }
+      guard CPerfAlloc_markGeneration(&mark) == Int32(CPerfAlloc_OK.rawValue) else {
+        state.marksDropped += 1
+        return
+      }
       Self.ignoringAllocations { state.labels[Int(mark.generation)] = label }
     }
   }
@@ -275,7 +283,8 @@ final class AllocationRecorder: Sendable {
   func stop() -> AllocationRecording {
     state.withLock { state in
       if let result = state.result { return result }
-      let result = Self.collect(mode: mode, labels: state.labels)
+      var result = Self.collect(mode: mode, labels: state.labels)
+      result.lostMarks = state.marksDropped
       state.result = result
       return result
     }

@@ -177,7 +177,7 @@ struct AllocationsAnalysis {
       lost: AllocationsReport.Lost(
         blocks: recording.lostBlocks, stacks: recording.lostStacks,
         freedCategories: recording.lostFreedKeys, timelinePoints: recording.lostTimeline,
-        stackTotals: recording.mode == .fullStacks ? recording.lostStackTotals : nil),
+        stackTotals: recording.mode == .fullStacks ? recording.lostStackTotals : nil, marks: recording.lostMarks),
       overhead: AllocationsReport.Overhead(
         blockTableBytes: recording.blockTableBytes, stackTableBytes: recording.stackTableBytes,
         bytesPerLiveBlock: persistentCount > 0 ? Double(recording.blockTableBytes) / Double(persistentCount) : 0),

@@ -143,6 +143,10 @@ public struct AllocationsReport: Codable, Sendable, Equatable {
     public var timelinePoints: Int
     /// Allocations left out of `totalStacks` (the table of totals by stack was full).
     public var stackTotals: Int? = nil
+    /// Marks that opened no generation (past `CPerfAlloc_MaxMarks`, 65,535): the
+    /// allocations after them count in the last generation opened. Absent in reports
+    /// written before the key.
+    public var marks: Int? = nil
   }
 
   public struct Overhead: Codable, Sendable, Equatable {
