@@ -205,8 +205,9 @@ enum StoredReport {
       }
       throw HarnessError(
         "\(path) has schemaVersion \(version); this perfharness reads schemaVersion \(Report.currentSchemaVersion)")
-    } catch DecodingError.dataCorrupted(let context) where context.codingPath.isEmpty && context.underlyingError != nil {
-      let reason = context.underlyingError.map { "\($0)" } ?? context.debugDescription
+    } catch DecodingError.dataCorrupted(let context) where context.codingPath.isEmpty {
+      // Only the parse fails at the root: every check of ReportJSON names a path.
+      let reason = context.underlyingError.map { "\(context.debugDescription) \($0)" } ?? context.debugDescription
       throw HarnessError("\(path) is not JSON (truncated or corrupt?): \(reason)")
     } catch {
       throw HarnessError("\(path) is not a valid schemaVersion 1 report: \(describe(error))")

@@ -95,13 +95,15 @@ public struct LeakSuppressions: Sendable, Equatable, Codable {
     var star = -1
     var mark = 0
     while ti < t.count {
-      if pi < p.count, p[pi] == "?" || p[pi] == t[ti] {
-        pi += 1
-        ti += 1
-      } else if pi < p.count, p[pi] == "*" {
+      // The star first: taken as a literal, a `*` in the pattern matched a `*` in the name
+      // (`foo(char*)`) with no way back, and `*` did not match `*Cache`.
+      if pi < p.count, p[pi] == "*" {
         star = pi
         mark = ti
         pi += 1
+      } else if pi < p.count, p[pi] == "?" || p[pi] == t[ti] {
+        pi += 1
+        ti += 1
       } else if star >= 0 {
         pi = star + 1
         mark += 1
