@@ -27,7 +27,8 @@ struct LeakSuppressionsMatcherTests {
       case .type: LeakSuppressions.glob(pattern.glob, matches: type)
       case .stack:
         stack.contains {
-          LeakSuppressions.glob(pattern.glob, matches: $0.symbol) || LeakSuppressions.glob(pattern.glob, matches: $0.module)
+          LeakSuppressions.glob(pattern.glob, matches: $0.symbol)
+            || LeakSuppressions.glob(pattern.glob, matches: $0.module)
         }
       }
     }

@@ -314,8 +314,7 @@ enum LeakAnalysis {
       let leakedBefore = reachable.missing(below: nodeCount).map { Int($0) }
       var seeds: [UInt32] = []
       for node in leakedBefore
-      where suppressions.matches(type: typeName(node), stack: suppressions.needsStacks ? stackOf(node) : [])
-      {
+      where suppressions.matches(type: typeName(node), stack: suppressions.needsStacks ? stackOf(node) : []) {
         seeds.append(UInt32(node))
       }
       markReachable(from: seeds)
