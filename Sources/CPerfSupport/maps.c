@@ -4,9 +4,11 @@
 // stdio's or malloc's locks).
 #include "CPerfSupport.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -117,4 +119,10 @@ bool CPerfSupport_mapsNext(CPerfSupport_MapsReader *r, CPerfSupport_Mapping *map
       return false;
     }
   }
+}
+
+bool CPerfSupport_isInDynamicLinker(uintptr_t address) {
+  uintptr_t base = (uintptr_t)getauxval(AT_BASE);
+  Dl_info info;
+  return base != 0 && dladdr((const void *)address, &info) != 0 && (uintptr_t)info.dli_fbase == base;
 }

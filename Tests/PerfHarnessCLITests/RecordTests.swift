@@ -356,6 +356,28 @@ struct RecordTests {
     }
   }
 
+  @Test(
+    "No leak the recorder or ld.so made: long mark labels, dlopen of loaded libraries; the program's own 7 only",
+    arguments: [["--long-labels"], ["--dlopen"], ["--long-labels", "--dlopen"]])
+  func noLeaksOfTheRecordersOrTheLinkers(flags: [String]) throws {
+    // A label of 16 bytes or more left a Swift.__StringStorage the recorder made; a dlopen of
+    // libm, libstdc++ or libc left ld.so's dependency lists (56-88 B): both read as the
+    // program's leaks, and a zero-leak gate failed on them.
+    let directory = try temporaryDirectory()
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let result = try perfharness.run(
+      ["record", "--output", directory.path, "--instruments", "allocations,leaks", "--", cProgram.url.path] + flags)
+    #expect(result.status == 0, "\(result.standardError)")
+    let report = try report(directory, "record-target-c")
+    let leaks = try #require(report["leaks"] as? [String: Any])
+    // The program's own 7 lost blocks, and nothing else.
+    #expect(leaks["leakedCount"] as? Int == 7, "\(leaks["rootLeaks"] ?? [])")
+    if flags.contains("--long-labels") {
+      let labels = (report["marks"] as? [[String: Any]])?.compactMap { $0["label"] as? String }
+      #expect(labels == ["the first generation", "the second generation", "the third generation"])
+    }
+  }
+
   @Test("A process the program fork+execs is recorded in a report of its own")
   func children() throws {
     let directory = try temporaryDirectory()

@@ -67,6 +67,10 @@ bool CPerfSupport_mapsOpen(CPerfSupport_MapsReader *reader);
 bool CPerfSupport_mapsNext(CPerfSupport_MapsReader *reader, CPerfSupport_Mapping *mapping);
 void CPerfSupport_mapsClose(CPerfSupport_MapsReader *reader);
 
+/// Whether `address` lies in the dynamic linker's image (ld.so, loaded at the auxiliary
+/// vector's AT_BASE); false in a process without one. Not for a signal handler.
+bool CPerfSupport_isInDynamicLinker(uintptr_t address);
+
 // MARK: - Signal chaining (signals.c)
 
 /// Runs the handler `previous` described for a signal that is not ours: its

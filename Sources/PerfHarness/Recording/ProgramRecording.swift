@@ -49,11 +49,13 @@ public final class ProgramRecording: @unchecked Sendable {
 
   /// Marks a generation: memory allocated from here to the next mark belongs to it. After
   /// `finish` it does nothing.
-  public func markGeneration(_ label: String) {
+  public func markGeneration(_ label: @autoclosure () -> String) {
     // Called on the program's thread (perfharness_mark): what marking allocates is the
-    // harness's.
+    // harness's, the label's storage first (a label of 16 bytes or more is a heap string,
+    // which the program neither made nor can free).
     let previous = CPerfAlloc_setIgnoringAllocations(1)
     defer { _ = CPerfAlloc_setIgnoringAllocations(previous) }
+    let label = label()
     lock.withLock {
       guard !finished else { return }
       recording.markGeneration(label: label)

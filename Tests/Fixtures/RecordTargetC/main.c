@@ -2,12 +2,16 @@
 // blocks it loses the pointer to, marks generations through the optional perfharness_mark
 // (declared weak: without the harness it is never called), and spends its CPU in one
 // function. It says on stdout whether glibc still ran it single-threaded at the end.
-//   record-target-c [--churn SECONDS] [--thread] [--double-free | --underscore-exit]
+//   record-target-c [--churn SECONDS] [--thread] [--long-labels] [--dlopen]
+//                   [--double-free | --underscore-exit]
 // --churn: first allocates and frees for SECONDS, inside malloc most of the time (its pid on
 //   stderr before); --thread: first runs one thread that allocates, and lists the process's
 //   threads by name once it has ended; --double-free: ends freeing a block twice (glibc
-//   aborts inside free); --underscore-exit: ends with _exit(0), past the exit handlers.
+//   aborts inside free); --underscore-exit: ends with _exit(0), past the exit handlers;
+//   --long-labels: marks with labels of 16 bytes or more (heap strings in Swift);
+//   --dlopen: first dlopens libraries the process has already loaded (libm, libstdc++).
 #include <dirent.h>
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -95,7 +99,7 @@ static void listThreads(void) {
 }
 
 int main(int argc, char **argv) {
-  int doubleFree = 0, underscoreExit = 0;
+  int doubleFree = 0, underscoreExit = 0, longLabels = 0;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--churn") && i + 1 < argc) {
       fprintf(stderr, "record-target-c ready, pid %d\n", (int)getpid());
@@ -104,6 +108,14 @@ int main(int argc, char **argv) {
       pthread_t thread;
       if (pthread_create(&thread, NULL, allocateOnThread, NULL) == 0) pthread_join(thread, NULL);
       listThreads();
+    } else if (!strcmp(argv[i], "--long-labels")) {
+      longLabels = 1;
+    } else if (!strcmp(argv[i], "--dlopen")) {
+      // Already loaded: ld.so only adds the handle's dependency lists, which it keeps.
+      const char *libraries[] = {"libm.so.6", "libstdc++.so.6", "libc.so.6"};
+      for (size_t k = 0; k < sizeof libraries / sizeof libraries[0]; k++) {
+        if (!dlopen(libraries[k], RTLD_NOW)) fprintf(stderr, "dlopen %s: %s\n", libraries[k], dlerror());
+      }
     } else if (!strcmp(argv[i], "--double-free")) {
       doubleFree = 1;
     } else if (!strcmp(argv[i], "--underscore-exit")) {
@@ -115,7 +127,9 @@ int main(int argc, char **argv) {
   }
   for (int generation = 0; generation < 3; generation++) {
     growList(100);
-    if (perfharness_mark) perfharness_mark(generation == 0 ? "first" : generation == 1 ? "second" : "third");
+    static const char *const labels[2][3] = {{"first", "second", "third"},
+                                             {"the first generation", "the second generation", "the third generation"}};
+    if (perfharness_mark) perfharness_mark(labels[longLabels][generation]);
   }
   leakBlocks(7);
   printf("%lu\n", spin(300000000UL) & 1);

@@ -324,6 +324,12 @@ enum LeakAnalysis {
       }
     }
 
+    var linker = DynamicLinkerBlocks()
+    markReachable(
+      from: reachable.missing(below: nodeCount).filter { node in
+        recording.stacks[block(Int(node)).stackID]?.first.map { linker.contains($0) } == true
+      })
+
     // Leaked nodes, compact numbering.
     let leaked = reachable.missing(below: nodeCount)
     func isCycleEdge(_ edge: Int) -> Bool { edgeKind[edge] == .strong }
