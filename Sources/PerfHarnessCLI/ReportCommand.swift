@@ -76,15 +76,16 @@ struct ReportCommand: ParsableCommand {
 
   func run() throws {
     let report = try readReport()
+    // A question about one type gets its answer alone, not after the whole summary.
+    if let retainers {
+      print(try Self.retainersText(of: retainers, in: report, file: file), terminator: "")
+      return
+    }
     var summary = report
     if filter != nil { summary.allocations = nil }
     print(RunSummaryText.render(summary, reportPath: nil), terminator: "")
     if let filter, let allocations = report.allocations {
       print(AllocationsText.render(allocations, categoryLimit: 50, filter: filter), terminator: "")
-    }
-    if let retainers {
-      print(try Self.retainersText(of: retainers, in: report, file: file), terminator: "")
-      return
     }
     if let pprof {
       let written = try writeExports(of: report, kinds: [.pprof], into: pprof)
@@ -154,20 +155,41 @@ struct ReportCommand: ParsableCommand {
     guard leaks.retainers != nil else {
       throw ValidationError("--retainers: \(file) was written by a perfharness that did not keep retainer paths")
     }
+    var lines: [String] = []
+    // Leaked instances first: nothing reachable holds them, so no path does either.
+    if let leaked = leaks.leaked(type) { lines += leaked.textLines(type: type) }
     let matched = leaks.retainers(of: type)
-    if matched.isEmpty {
-      let known = (leaks.retainers ?? []).map(\.type)
-      let suggestions = known.filter { $0.localizedCaseInsensitiveContains(type) }.prefix(5)
-      // The report keeps the paths of a limited number of types: past it, absence says nothing.
-      let atLimit = known.count >= LeaksReport.retainerTypeLimit
-      return
-        (atLimit
-        ? "Retainers: \(type) is not among the \(known.count) types whose paths the report kept (the program's own first)"
-        : "Retainers: no instance of \(type) allocated while recording is alive at its end")
-        + (suggestions.isEmpty ? "" : "; types that are: \(suggestions.joined(separator: ", "))") + "\n"
+    if !matched.isEmpty {
+      lines.append("Retainers (shortest paths from a root):")
+      lines += matched.flatMap { $0.textLines() }.map { "  " + $0 }
     }
-    return "Retainers (shortest paths from a root):\n"
-      + matched.flatMap { $0.textLines() }.map { "  " + $0 }.joined(separator: "\n") + "\n"
+    if !lines.isEmpty { return lines.joined(separator: "\n") + "\n" }
+    let known = Self.typeNames(in: report)
+    // The report keeps the paths of a limited number of types: past it, absence says nothing.
+    if (leaks.retainers ?? []).count >= LeaksReport.retainerTypeLimit {
+      return
+        "Retainers: \(type) is not among the \((leaks.retainers ?? []).count) types whose paths the report kept (the program's own first)\n"
+    }
+    if known.contains(where: { LeaksReport.names($0, type) }) {
+      return "Retainers: no instance of \(type) allocated while recording is alive at its end, and none leaked\n"
+    }
+    let suggestions = known.filter { $0.localizedCaseInsensitiveContains(type) }.prefix(5)
+    throw ValidationError(
+      "--retainers: \(file) has no type named \(type)"
+        + (suggestions.isEmpty ? "" : "; did you mean \(suggestions.joined(separator: ", "))?")
+        + " (accepted: a type as the report names it, with or without its module, e.g. Cache or App.Cache)")
+  }
+
+  /// Every type the report names: its allocation categories, leaked types and retainers.
+  private static func typeNames(in report: Report) -> [String] {
+    var names = (report.allocations?.categories ?? []).map(\.name)
+    if let leaks = report.leaks {
+      names +=
+        leaks.cycles.flatMap { $0.nodes.map(\.type) } + leaks.rootLeaks.map(\.type)
+        + leaks.indirectLeaks.map(\.type) + (leaks.retainers ?? []).map(\.type)
+    }
+    var seen = Set<String>()
+    return names.filter { seen.insert($0).inserted }
   }
 
   private func write(_ data: Data, to path: String) throws {

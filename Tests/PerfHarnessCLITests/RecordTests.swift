@@ -378,6 +378,31 @@ struct RecordTests {
     }
   }
 
+  @Test("report --retainers: a leaked type answers where it leaked, first; an unknown type is exit 64 with suggestions")
+  func retainersOfLeakedAndUnknownTypes() throws {
+    let directory = try temporaryDirectory()
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let recorded = try perfharness.run([
+      "record", "--output", directory.path, "--instruments", "allocations,leaks", "--", swiftProgram.url.path,
+      "--seconds", "0.1", "--leak-shape", "shape-overlapping-rings", "5",
+    ])
+    #expect(recorded.status == 0, "\(recorded.standardError)")
+    let file = directory.appendingPathComponent("record-target-swift/report.json").path
+    // Before: "no instance of ShapeFamily allocated while recording is alive at its end",
+    // after 80 lines of summary, beside # Persistent of it.
+    let family = try perfharness.run(["report", file, "--retainers", "ShapeFamily"])
+    #expect(family.status == 0, "\(family.standardError)")
+    let lines = family.standardOutput.split(separator: "\n").map(String.init)
+    #expect(lines.first == "ShapeFamily leaked: nothing reachable holds it", "\(family.standardOutput)")
+    #expect(lines.contains { $0.contains("5 leaked in cycle") && $0.hasSuffix("ShapeFamily → ShapeFamily") })
+    #expect(lines.contains { $0.contains("5 leaked in cycle") && $0.contains("ShapeChild → ShapeFamily") })
+    let child = try perfharness.run(["report", file, "--retainers", "LeakCorpusCases.ShapeChild"])
+    #expect(child.standardOutput.contains("10 leaked as indirect leaks"), "\(child.standardOutput)")
+    let unknown = try perfharness.run(["report", file, "--retainers", "Shape"])
+    #expect(unknown.status == 64, "\(unknown.standardOutput)")
+    #expect(unknown.standardError.contains("has no type named Shape") && unknown.standardError.contains("ShapeFamily"))
+  }
+
   @Test("A process the program fork+execs is recorded in a report of its own")
   func children() throws {
     let directory = try temporaryDirectory()

@@ -43,11 +43,8 @@ extension LeaksReport {
 
   /// The retainers of the types whose name (or unqualified name) is `type`.
   public func retainers(of type: String) -> [Retainers] {
-    (retainers ?? []).filter { entry in
-      // "closure context" stands for every "closure context (captures: …)", as in the checks.
-      let base = entry.type.range(of: " (").map { String(entry.type[..<$0.lowerBound]) } ?? entry.type
-      return base == type || base.hasSuffix("." + type)
-    }
+    // "closure context" stands for every "closure context (captures: …)", as in the checks.
+    (retainers ?? []).filter { Self.names($0.type, type) }
   }
 }
 
