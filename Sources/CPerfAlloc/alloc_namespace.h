@@ -42,6 +42,7 @@
 #define g_maxDepth            cperf_alloc_g_maxDepth
 #define g_microsPerTsc32      cperf_alloc_g_microsPerTsc32
 #define g_mode                cperf_alloc_g_mode
+#define g_next                cperf_alloc_g_next
 #define g_notAvoided          cperf_alloc_g_notAvoided
 #define g_nowMicros           cperf_alloc_g_nowMicros
 #define g_objectSiteCount     cperf_alloc_g_objectSiteCount

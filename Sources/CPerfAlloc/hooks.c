@@ -1,6 +1,8 @@
-// The malloc family's interposers, each a flag check in front of glibc's own entry point,
+// The malloc family's interposers, each a flag check in front of the next allocator's entry
+// point (next_allocator.h: glibc's, or the jemalloc or tcmalloc the program brings),
 // and the fork handlers: the code every allocation of the process runs through.
 #include "leak_support.h"
+#include "next_allocator.h"
 #include "thread_table.h"
 #include "record.h"
 #include "stack_walk.h"
@@ -54,7 +56,7 @@ static inline __attribute__((always_inline)) void fastInsert(ThreadTable *t, Slo
   BUMP(t->allocatedBytes, size);
 }
 
-// malloc's recording in a types-and-counts session, after glibc's malloc (frame: the
+// malloc's recording in a types-and-counts session, after the allocator's malloc (frame: the
 // hook's, as its three words). A block fastSlot takes goes in without a call, so this needs
 // no stack frame of its own; everything else goes to recordCountsSlow before anything has
 // changed.
@@ -84,7 +86,7 @@ __attribute__((noinline)) static void recordStackedSlow(void *p, size_t size, ui
 // the walk reads this frame.
 __attribute__((noinline, disable_tail_calls)) static void *mallocStacked(size_t size) {
   uintptr_t *frame = HOOK_FRAME();
-  void *p = __libc_malloc(size);
+  void *p = NEXT(malloc)(size);
   ThreadTable *t;
   Slot *e = fastSlot(p, size, &t);
   if (UNLIKELY(!e)) {
@@ -107,10 +109,10 @@ __attribute__((noinline, disable_tail_calls)) static void *mallocStacked(size_t 
 
 // Sessions without a fast path (and reentry).
 __attribute__((noinline)) static void *mallocRecordingAll(size_t size) {
-  if (t_inHook) return __libc_malloc(size);
+  if (t_inHook) return NEXT(malloc)(size);
   t_inHook = 1;
-  void *p = __libc_malloc(size);
-  AVOID_RESERVED(p, size, __libc_malloc(size));
+  void *p = NEXT(malloc)(size);
+  AVOID_RESERVED(p, size, NEXT(malloc)(size));
   if (p) {
     zeroIfTrackingAll(p, 0, size);
     recordAlloc(p, size, HOOK_FRAME());
@@ -125,29 +127,29 @@ __attribute__((noinline)) static void *mallocRecording(size_t size) {
     __attribute__((musttail)) return mallocRecordingAll(size);
   }
   if (fast == FAST_STACKS) __attribute__((musttail)) return mallocStacked(size);
-  // No reentry guard around glibc's malloc, which calls no malloc.
+  // No reentry guard around the allocator's malloc, which calls no malloc.
   uintptr_t *frame = HOOK_FRAME();
-  void *p = __libc_malloc(size);
+  void *p = NEXT(malloc)(size);
   return recordCounts(p, size, frame[1], frame[0], (uintptr_t)frame);
 }
 
 void *malloc(size_t size) {
   if (RECORDING()) __attribute__((musttail)) return mallocRecording(size);
-  return __libc_malloc(size);
+  return NEXT(malloc)(size);
 }
 
 __attribute__((noinline)) static void freeRecordingSlow(void *pointer) {
   if (WATCHING()) noteFree(pointer);
   if (t_inHook) {
-    __libc_free(pointer);
+    NEXT(free)(pointer);
     return;
   }
   t_inHook = 1;
   recordFree(pointer);
   t_inHook = 0;
-  // A tail call; glibc's free allocates nothing, and a malloc it made would be recorded
+  // A tail call; the allocator's free allocates nothing, and a malloc it made would be recorded
   // like any other.
-  __libc_free(pointer);
+  NEXT(free)(pointer);
 }
 
 // The common free: a session block in the shadow table, of a category its thread's freed
@@ -188,7 +190,7 @@ __attribute__((noinline)) static void freeRecording(void *pointer) {
   f->count++;
   f->bytes += size;
   tableLeave(t);
-  __attribute__((musttail)) return __libc_free(pointer);
+  __attribute__((musttail)) return NEXT(free)(pointer);
 }
 
 void free(void *pointer) {
@@ -196,14 +198,14 @@ void free(void *pointer) {
     __attribute__((musttail)) return freeRecording(pointer);
   }
   if (WATCHING() && pointer) noteFree(pointer);
-  __libc_free(pointer);
+  NEXT(free)(pointer);
 }
 
 __attribute__((noinline)) static void *callocRecording(size_t count, size_t size) {
-  if (t_inHook) return __libc_calloc(count, size);
+  if (t_inHook) return NEXT(calloc)(count, size);
   t_inHook = 1;
-  void *p = __libc_calloc(count, size);
-  AVOID_RESERVED(p, count * size, __libc_calloc(count, size));
+  void *p = NEXT(calloc)(count, size);
+  AVOID_RESERVED(p, count * size, NEXT(calloc)(count, size));
   if (p) recordAlloc(p, count * size, HOOK_FRAME());  // no overflow: calloc succeeded
   t_inHook = 0;
   return p;
@@ -211,14 +213,14 @@ __attribute__((noinline)) static void *callocRecording(size_t count, size_t size
 
 void *calloc(size_t count, size_t size) {
   if (RECORDING()) __attribute__((musttail)) return callocRecording(count, size);
-  return __libc_calloc(count, size);
+  return NEXT(calloc)(count, size);
 }
 
 __attribute__((noinline)) static void *reallocRecording(void *pointer, size_t size) {
   if (WATCHING() && pointer) noteFree(pointer);
-  if (t_inHook) return __libc_realloc(pointer, size);
+  if (t_inHook) return NEXT(realloc)(pointer, size);
   t_inHook = 1;
-  // Take the old block out before glibc can hand its address to another thread.
+  // Take the old block out before the allocator can hand its address to another thread.
   Taken old;
   int taken = pointer ? takeBlock(pointer, &old, false) : TAKE_UNTRACKED;
   bool tracked = taken == TAKE_TRACKED;
@@ -230,21 +232,21 @@ __attribute__((noinline)) static void *reallocRecording(void *pointer, size_t si
                    : taken != TAKE_UNTRACKED ? (size_t)old.size
                    : g_zeroNewBlocks         ? malloc_usable_size(pointer)
                                              : 0;
-  void *p = __libc_realloc(pointer, size);
+  void *p = NEXT(realloc)(pointer, size);
   if (!p && size != 0 && pointer) {
     if (taken != TAKE_UNTRACKED) putBack(pointer, &old);  // failed: the old block is untouched
   } else {
     if (tracked) aggregateFree(&old, oldKey);
     if (UNLIKELY(coversReserved(p, size))) {
-      // Moved elsewhere by hand; the block glibc chose is held aside.
-      void *q = __libc_malloc(size);
-      AVOID_RESERVED(q, size, __libc_malloc(size));
+      // Moved elsewhere by hand; the block the allocator chose is held aside.
+      void *q = NEXT(malloc)(size);
+      AVOID_RESERVED(q, size, NEXT(malloc)(size));
       if (q) {
         memcpy(q, p, size);
         if (holdAside(p, size))
           p = q;
         else
-          __libc_free(q);
+          NEXT(free)(q);
       }
     }
     if (p) {
@@ -260,7 +262,7 @@ void *realloc(void *pointer, size_t size) {
   if (RECORDING()) __attribute__((musttail)) return reallocRecording(pointer, size);
   // Logged moved or not: a block resized in place is not the listed block either.
   if (WATCHING() && pointer) noteFree(pointer);
-  return __libc_realloc(pointer, size);
+  return NEXT(realloc)(pointer, size);
 }
 
 void *reallocarray(void *pointer, size_t count, size_t size) {
@@ -273,10 +275,10 @@ void *reallocarray(void *pointer, size_t count, size_t size) {
 }
 
 __attribute__((noinline)) static void *memalignRecording(size_t alignment, size_t size) {
-  if (t_inHook) return __libc_memalign(alignment, size);
+  if (t_inHook) return NEXT(memalign)(alignment, size);
   t_inHook = 1;
-  void *p = __libc_memalign(alignment, size);
-  AVOID_RESERVED(p, size, __libc_memalign(alignment, size));
+  void *p = NEXT(memalign)(alignment, size);
+  AVOID_RESERVED(p, size, NEXT(memalign)(alignment, size));
   if (p) {
     zeroIfTrackingAll(p, 0, size);
     recordAlloc(p, size, HOOK_FRAME());
@@ -287,7 +289,7 @@ __attribute__((noinline)) static void *memalignRecording(size_t alignment, size_
 
 void *memalign(size_t alignment, size_t size) {
   if (RECORDING()) __attribute__((musttail)) return memalignRecording(alignment, size);
-  return __libc_memalign(alignment, size);
+  return NEXT(memalign)(alignment, size);
 }
 
 static bool isPowerOfTwo(size_t x) { return x && !(x & (x - 1)); }
@@ -297,11 +299,11 @@ __attribute__((noinline)) static int posixMemalignRecording(void **out, size_t a
   int savedErrno = errno;
   void *p;
   if (t_inHook) {
-    p = __libc_memalign(alignment, size);
+    p = NEXT(memalign)(alignment, size);
   } else {
     t_inHook = 1;
-    p = __libc_memalign(alignment, size);
-    AVOID_RESERVED(p, size, __libc_memalign(alignment, size));
+    p = NEXT(memalign)(alignment, size);
+    AVOID_RESERVED(p, size, NEXT(memalign)(alignment, size));
     if (p) {
       zeroIfTrackingAll(p, 0, size);
       recordAlloc(p, size, HOOK_FRAME());
@@ -318,7 +320,7 @@ int posix_memalign(void **out, size_t alignment, size_t size) {
   if (RECORDING()) __attribute__((musttail)) return posixMemalignRecording(out, alignment, size);
   if (!isPowerOfTwo(alignment) || alignment % sizeof(void *)) return EINVAL;
   int savedErrno = errno;
-  void *p = __libc_memalign(alignment, size);
+  void *p = NEXT(memalign)(alignment, size);
   errno = savedErrno;
   if (!p) return ENOMEM;
   *out = p;
@@ -331,7 +333,7 @@ void *aligned_alloc(size_t alignment, size_t size) {
     return NULL;
   }
   if (RECORDING()) __attribute__((musttail)) return memalignRecording(alignment, size);
-  return __libc_memalign(alignment, size);
+  return NEXT(memalign)(alignment, size);
 }
 
 static size_t pageSize(void) {
@@ -345,10 +347,10 @@ static size_t pageSize(void) {
 }
 
 __attribute__((noinline)) static void *vallocRecording(size_t size) {
-  if (t_inHook) return __libc_memalign(pageSize(), size);
+  if (t_inHook) return NEXT(memalign)(pageSize(), size);
   t_inHook = 1;
-  void *p = __libc_memalign(pageSize(), size);
-  AVOID_RESERVED(p, size, __libc_memalign(pageSize(), size));
+  void *p = NEXT(memalign)(pageSize(), size);
+  AVOID_RESERVED(p, size, NEXT(memalign)(pageSize(), size));
   if (p) {
     zeroIfTrackingAll(p, 0, size);
     recordAlloc(p, size, HOOK_FRAME());
@@ -359,7 +361,7 @@ __attribute__((noinline)) static void *vallocRecording(size_t size) {
 
 void *valloc(size_t size) {
   if (RECORDING()) __attribute__((musttail)) return vallocRecording(size);
-  return __libc_memalign(pageSize(), size);
+  return NEXT(memalign)(pageSize(), size);
 }
 
 // Whole pages; 0 becomes one page. NULL with ENOMEM when rounding overflows.
@@ -377,10 +379,10 @@ __attribute__((noinline)) static void *pvallocRecording(size_t size) {
     errno = ENOMEM;
     return NULL;
   }
-  if (t_inHook) return __libc_memalign(pageSize(), rounded);
+  if (t_inHook) return NEXT(memalign)(pageSize(), rounded);
   t_inHook = 1;
-  void *p = __libc_memalign(pageSize(), rounded);
-  AVOID_RESERVED(p, rounded, __libc_memalign(pageSize(), rounded));
+  void *p = NEXT(memalign)(pageSize(), rounded);
+  AVOID_RESERVED(p, rounded, NEXT(memalign)(pageSize(), rounded));
   if (p) {
     zeroIfTrackingAll(p, 0, rounded);
     recordAlloc(p, rounded, HOOK_FRAME());
@@ -396,21 +398,10 @@ void *pvalloc(size_t size) {
     errno = ENOMEM;
     return NULL;
   }
-  return __libc_memalign(pageSize(), rounded);
+  return NEXT(memalign)(pageSize(), rounded);
 }
 
-// glibc exports no __libc_ name for it: find the next definition (libc's) once.
-static size_t (*_Atomic g_libcUsableSize)(void *);
-
-size_t malloc_usable_size(void *pointer) {
-  size_t (*real)(void *) = atomic_load_explicit(&g_libcUsableSize, memory_order_acquire);
-  if (UNLIKELY(!real)) {
-    real = (size_t(*)(void *))dlsym(RTLD_NEXT, "malloc_usable_size");
-    if (!real) return 0;
-    atomic_store_explicit(&g_libcUsableSize, real, memory_order_release);
-  }
-  return real(pointer);
-}
+size_t malloc_usable_size(void *pointer) { return NEXT(usableSize)(pointer); }
 
 #endif  // CPERFALLOC_INTERPOSES
 

@@ -1,6 +1,7 @@
 // Reserved addresses (CPerfAlloc_reserveAddresses) and watched frees
 // (CPerfAlloc_watchFrees): the leaks instrument's controls; leak_support.h has the hooks' side.
 #include "leak_support.h"
+#include "next_allocator.h"
 
 #include "thread_table.h"
 
@@ -49,7 +50,7 @@ void CPerfAlloc_releaseReservedAddresses(CPerfAlloc_Reserved *out) {
   if (held > HELD_CAPACITY) held = HELD_CAPACITY;
   r.heldBlocks = held;
   for (uint64_t i = 0; i < held; i++) {
-    if (g_held[i]) __libc_free(g_held[i]);
+    if (g_held[i]) NEXT(free)(g_held[i]);
     g_held[i] = NULL;
   }
   atomic_store_explicit(&g_heldBytes, 0, memory_order_relaxed);

@@ -213,6 +213,7 @@ typedef struct {
   uint64_t layoutWords;
   const CPerfHeapScan_ArrayStorage *arrayStorage;  // optional, sorted by metadata
   uint64_t arrayStorageCount;
+  size_t (*usableSize)(void *);
 } Scanner;
 
 HEAPSCAN_HIDDEN void scan_root_range(Scanner *sc, uint64_t start, uint64_t end, uint8_t mark, int startsOnly);

@@ -132,15 +132,23 @@ void scan_words(Scanner *sc, const uint64_t *words, uint64_t n, uint8_t mark, in
 /// The words of an array buffer that hold its header and live elements. Swift sizes the
 /// capacity by malloc_usable_size, so elements may lie past the requested size `n` words
 /// (but inside the chunk). `stride` is the element stride, 0 when unknown.
-static uint64_t array_live_words(const uint64_t *words, uint64_t n, uint64_t stride) {
+static uint64_t array_live_words(const Scanner *sc, const uint64_t *words, uint64_t n, uint64_t stride) {
   uint64_t count = words[2], capacity = words[3] >> 1;
   if (capacity == 0 || count > capacity) return n;
-  // glibc's chunk header: size | flags. The usable size is at most size - 8.
-  uint64_t chunk = words[-1] & ~7ull;
-  if (chunk < 48 || chunk < n * 8 || chunk > n * 8 + 8192) return n;  // not a plausible header
-  uint64_t usableWords = (chunk - 8) / 8;
+  uint64_t usable;
+  if (sc->usableSize) {
+    // Another allocator keeps no header before the block (the word there may not be mapped).
+    usable = sc->usableSize((void *)words);
+  } else {
+    // glibc's chunk header: size | flags. The usable size is at most size - 8.
+    uint64_t chunk = words[-1] & ~7ull;
+    if (chunk < 48) return n;
+    usable = chunk - 8;
+  }
+  if (usable < 40 || usable + 8 < n * 8 || usable > n * 8 + 8184) return n;  // not a plausible size
+  uint64_t usableWords = usable / 8;
   // Without the stride, its upper bound: the capacity was computed from the usable size.
-  if (stride == 0) stride = (chunk - 8 - 32) / capacity;
+  if (stride == 0) stride = (usable - 32) / capacity;
   uint64_t liveWords = (32 + count * stride + 7) / 8;
   return liveWords < usableWords ? liveWords : usableWords;
 }
@@ -184,7 +192,7 @@ void scan_blocks(Scanner *sc) {
         lastStride = 0;
         lastIsArray = array_storage_of(sc, metadata, &lastStride);
       }
-      if (lastIsArray && n >= 4) n = array_live_words(words, n, lastStride);
+      if (lastIsArray && n >= 4) n = array_live_words(sc, words, n, lastStride);
     }
     if (block_is_holder(blk)) {
       // Word 1 of an object is its refcount: never a pointer worth following here.

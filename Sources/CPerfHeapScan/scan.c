@@ -73,6 +73,7 @@ static int32_t scan_impl(const CPerfHeapScan_Block *blocks, uint64_t count, cons
   if (options && options->arrayStorage) {
     sc.arrayStorage = options->arrayStorage;
     sc.arrayStorageCount = options->arrayStorageCount;
+    sc.usableSize = options->usableSize;
   }
   sc.edgeTargets.elementSize = sc.edgeOffsets.elementSize = sizeof(uint32_t);
   Vec maps = {0}, segments = {.elementSize = sizeof(Range)}, tids = {0};

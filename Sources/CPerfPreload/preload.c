@@ -50,6 +50,8 @@ extern double cperf_preload_settings(void);
 extern int32_t cperf_preload_start(void);
 extern void cperf_preload_mark(const char *label);
 extern void cperf_preload_finish(int endingSignal);
+// Records nothing, and has the harness exit 1 naming `reason`.
+extern void cperf_preload_refuse(const char *reason);
 // The partial report of a process that a fatal signal is ending, from the crash reporter.
 extern void cperf_preload_crashed(int32_t sig, int32_t tid);
 // 1 when the instruments run threads of their own (the Time Profiler's), after settings.
@@ -92,8 +94,8 @@ typedef int (*Create)(pthread_t *, const pthread_attr_t *, void *(*)(void *), vo
 static Create g_create;
 // This library's code (the malloc hooks, the recorder, these handlers).
 static uintptr_t g_textStart, g_textEnd;
-// glibc's malloc family, from its first entry point to the end of its last (see
-// findGlibcMalloc).
+// The allocator's code (CPerfAlloc_Allocator's text): glibc's malloc entry points, or a
+// jemalloc's or tcmalloc's whole library.
 static uintptr_t g_mallocStart, g_mallocEnd;
 
 enum { HELPERS_NONE, HELPERS_STARTING, HELPERS_RUNNING, HELPERS_CLOSED };
@@ -321,13 +323,15 @@ static void closeHelpers(void) {
 
 // Whether the calling thread's stack, past the frames of this library it runs now (a
 // handler's, _exit's) and the signal frame, goes through this library again or through
-// glibc's malloc: it was interrupted inside malloc or inside the recorder. Every
-// allocation passes the hooks here, but the common free tail-calls glibc's, so its frame
-// is glibc's alone. A thread start allocates (pthread_create's TLS), and glibc's malloc of a
-// single-threaded process takes no lock, so it would run inside the interrupted malloc; and
-// the interrupted malloc, having found the process single-threaded, would go on without
-// its lock beside the new thread. Where libunwind cannot step further the stack counts as
-// outside: only the program's own code lacks unwind information, never glibc's or ours.
+// the allocator: it was interrupted inside malloc or inside the recorder. Every
+// allocation passes the hooks here, but the common free tail-calls the allocator's, so its
+// frame is the allocator's alone. A thread start allocates (pthread_create's TLS), and
+// glibc's malloc of a single-threaded process takes no lock, so it would run inside the
+// interrupted malloc; and the interrupted malloc, having found the process single-threaded,
+// would go on without its lock beside the new thread (another allocator's locks, taken
+// always, would deadlock). Where libunwind cannot step further the stack counts as
+// outside: only the program's own code lacks unwind information, never the allocator's or
+// ours.
 // libunwind's local steps are async-signal-safe; the sampler's handler takes them too.
 static bool interruptedInsideUs(void) {
   unw_context_t context;
@@ -450,39 +454,6 @@ static int findOwnText(struct dl_phdr_info *info, size_t size, void *unused) {
   return 0;
 }
 
-extern void *__libc_malloc(size_t);
-extern void __libc_free(void *);
-extern void *__libc_calloc(size_t, size_t);
-extern void *__libc_realloc(void *, size_t);
-extern void *__libc_memalign(size_t, size_t);
-extern void *__libc_valloc(size_t);
-extern void *__libc_pvalloc(size_t);
-
-// glibc's malloc entry points, from the first one's start to the end of the last one
-// (their ELF symbol sizes). They sit together in glibc's malloc.c, with the static helpers
-// that memalign and valloc jump to between them; the others (_int_malloc, _int_free) are
-// called from these, so one of these frames is on the stack while they run. A span wider
-// than malloc.c could be (another glibc's layout) is not used: the helpers then start at
-// once.
-static void findGlibcMalloc(void) {
-  void *entries[] = {(void *)__libc_malloc,   (void *)__libc_free,   (void *)__libc_calloc, (void *)__libc_realloc,
-                     (void *)__libc_memalign, (void *)__libc_valloc, (void *)__libc_pvalloc};
-  uintptr_t start = UINTPTR_MAX, end = 0;
-  for (size_t i = 0; i < sizeof entries / sizeof entries[0]; i++) {
-    Dl_info info;
-    const ElfW(Sym) *symbol = NULL;
-    if (!dladdr1(entries[i], &info, (void **)&symbol, RTLD_DL_SYMENT) || !symbol || !info.dli_saddr) continue;
-    uintptr_t from = (uintptr_t)info.dli_saddr, to = from + symbol->st_size;
-    if (from < start) start = from;
-    if (to > end) end = to;
-  }
-  enum { MALLOC_SPAN_MAX = 64 << 10 };
-  if (end > start && end - start <= MALLOC_SPAN_MAX) {
-    g_mallocStart = start;
-    g_mallocEnd = end;
-  }
-}
-
 // The program `perfharness record` started dies with the harness (even of SIGKILL), as a
 // scenario's child does: nothing would be left to stop it or read its report. Only that
 // process: what it starts has another parent and is its to manage.
@@ -501,7 +472,21 @@ __attribute__((constructor)) static void startRecording(void) {
   g_markEverySeconds = markEvery;
   g_create = (Create)dlsym(RTLD_NEXT, "pthread_create");
   dl_iterate_phdr(findOwnText, NULL);
-  findGlibcMalloc();
+  CPerfAlloc_Allocator allocator;
+  CPerfAlloc_nextAllocator(&allocator);
+  if (allocator.missing) {
+    // Its blocks would reach another allocator's free or malloc_usable_size (the recorder's
+    // own Swift code calls it).
+    char reason[512];
+    snprintf(reason, sizeof reason,
+             "cannot record with the allocator in %s: it defines malloc but not %s, which comes from another "
+             "library, so blocks would pass between two allocators",
+             allocator.path ? allocator.path : "an unknown library", allocator.missing);
+    cperf_preload_refuse(reason);
+    return;
+  }
+  g_mallocStart = allocator.textStart;
+  g_mallocEnd = allocator.textEnd;
   // Non-blocking: a handler never waits on a full pipe, and the marker blocks in poll.
   if (pipe2(g_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
     fprintf(stderr, "perfharness: cannot make the recorder's mark pipe: %s\n", strerror(errno));

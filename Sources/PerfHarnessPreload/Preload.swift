@@ -59,6 +59,14 @@ public func preloadStart() -> Int32 {
   return 0
 }
 
+/// Refuses to record this process: `reason` goes to stderr and to the harness, which exits 1
+/// naming it.
+@_cdecl("cperf_preload_refuse")
+public func preloadRefuse(_ reason: UnsafePointer<CChar>) {
+  complain(String(cString: reason), in: settings?.resultDirectory)
+  settings = nil
+}
+
 @_cdecl("cperf_preload_mark")
 public func preloadMark(_ label: UnsafePointer<CChar>?) {
   guard let recording else { return }

@@ -3,7 +3,8 @@
 // Linking this target into an executable replaces malloc, free, calloc, realloc,
 // reallocarray, posix_memalign, aligned_alloc, memalign, valloc, pvalloc and
 // malloc_usable_size for every library in the process (no LD_PRELOAD). While no session
-// records, the replacements only forward to glibc's __libc_* entry points.
+// records, the replacements only forward to the allocator the program would have called
+// (CPerfAlloc_nextAllocator).
 //
 // One session at a time per process:
 //   CPerfAlloc_start -> CPerfAlloc_markGeneration* -> CPerfAlloc_stop -> read the
@@ -197,6 +198,26 @@ int32_t CPerfAlloc_setPaused(int32_t paused);
 /// are): the harness's own objects made while a scenario records are not the scenario's.
 /// Returns the previous value, for nesting.
 int32_t CPerfAlloc_setIgnoringAllocations(int32_t ignoring);
+
+/// The allocator the malloc family forwards to: each name's next definition after the image
+/// that links this target (glibc's, or one the program links or preloads, e.g. jemalloc).
+typedef struct CPerfAlloc_Allocator {
+  /// The file of the library that defines its malloc; NULL when unknown.
+  const char *path;
+  /// That library's load address.
+  const void *object;
+  /// 1 when it is glibc's own.
+  int32_t isGlibc;
+  /// The first of free, calloc, realloc, memalign and malloc_usable_size that another
+  /// library defines (blocks would pass between two allocators), or NULL.
+  const char *missing;
+  /// Its code, where a thread inside it may hold its locks: glibc's malloc entry points, or
+  /// the whole executable segment of another allocator's library; both 0 when unknown.
+  uintptr_t textStart, textEnd;
+} CPerfAlloc_Allocator;
+
+/// Fills `out`.
+void CPerfAlloc_nextAllocator(CPerfAlloc_Allocator *out);
 
 /// The calling thread is ending: its table of young blocks goes to the next new thread at
 /// once (the blocks in it stay tracked there), instead of waiting for the next mark to find

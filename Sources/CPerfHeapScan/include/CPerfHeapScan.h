@@ -21,6 +21,7 @@
 #ifndef CPERFHEAPSCAN_H
 #define CPERFHEAPSCAN_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -172,6 +173,10 @@ typedef struct CPerfHeapScan_Options {
   /// Optional: the Swift array buffer types, sorted by metadata.
   const CPerfHeapScan_ArrayStorage *arrayStorage;
   uint64_t arrayStorageCount;
+  /// Optional: the usable size of a block of an allocator other than glibc (its
+  /// malloc_usable_size, which must take no lock: it is called while the other threads are
+  /// parked). NULL: glibc's, whose chunk header before the block is read instead.
+  size_t (*usableSize)(void *);
 } CPerfHeapScan_Options;
 
 /// One of a result's mmap'd arrays. The caller may take one over (and later munmap

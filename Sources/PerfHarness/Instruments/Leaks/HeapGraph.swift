@@ -254,6 +254,14 @@ struct HeapGraph {
   ///   - holders: blocks allocated before the recording: what they point to is alive.
   ///   - arrayStorage: metadata of Swift array buffers, with their element stride (0:
   ///     unknown): only their live elements are scanned.
+  /// The allocator's malloc_usable_size, for an allocator other than glibc (jemalloc,
+  /// tcmalloc: they take no lock there); nil for glibc's, whose chunk headers the scan reads.
+  private static func foreignUsableSize() -> (@convention(c) (UnsafeMutableRawPointer?) -> Int)? {
+    var allocator = CPerfAlloc_Allocator()
+    CPerfAlloc_nextAllocator(&allocator)
+    return allocator.isGlibc != 0 ? nil : { malloc_usable_size($0) }
+  }
+
   static func scan(
     blocks: [RecordedBlock], holders: [RecordedBlock] = [], arrayStorage: [UInt: Int] = [:],
     layouts: ReferenceLayouts = ReferenceLayouts(), options: Options = Options()
@@ -273,7 +281,9 @@ struct HeapGraph {
       signalNumber: options.signalNumber, parkTimeoutMs: options.parkTimeoutMilliseconds,
       recordRootSources: options.recordRootSources ? 1 : 0, skipCallerStack: options.scanCallerStack ? 0 : 1,
       snapshot: nil, freedSinceListing: options.leavesOutFreedBlocks ? CPerfAlloc_watchedFrees : nil,
-      layouts: nil, layoutCount: UInt64(layouts.entries.count), layoutBits: nil, arrayStorage: nil, arrayStorageCount: 0
+      layouts: nil, layoutCount: UInt64(layouts.entries.count), layoutBits: nil, arrayStorage: nil,
+      arrayStorageCount: 0,
+      usableSize: foreignUsableSize()
     )
     var result = CPerfHeapScan_Result()
     let status = withExtendedLifetime(options.snapshot) {
