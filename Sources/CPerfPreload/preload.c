@@ -52,6 +52,9 @@ extern void cperf_preload_mark(const char *label);
 extern void cperf_preload_finish(int endingSignal);
 // Records nothing, and has the harness exit 1 naming `reason`.
 extern void cperf_preload_refuse(const char *reason);
+// Fills `path` with the file that names why this process's report was lost; 0, or -1 when
+// it does not fit in `capacity` bytes.
+extern int32_t cperf_preload_loss_path(char *path, int32_t capacity);
 // The partial report of a process that a fatal signal is ending, from the crash reporter.
 extern void cperf_preload_crashed(int32_t sig, int32_t tid);
 // 1 when the instruments run threads of their own (the Time Profiler's), after settings.
@@ -286,6 +289,23 @@ static void say(const char *message) {
   (void)ignored;
 }
 
+// Where reportLost writes, filled in the constructor: a signal handler may need it.
+static char g_lossPath[4096];
+
+// Names why this process ends without its report: on stderr, and in the file the harness
+// reads into the report it writes in its place. Async-signal-safe.
+static void reportLost(const char *reason) {
+  say("perfharness: no report: ");
+  say(reason);
+  say("\n");
+  if (!g_lossPath[0]) return;
+  int fd = open(g_lossPath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return;
+  ssize_t ignored = write(fd, reason, strlen(reason));
+  (void)ignored;
+  close(fd);
+}
+
 static void startReporter(void) {
   g_reporterStarted = startHarnessThread(&g_reporter, reporterMain, &g_reporterTid) == 0;
   if (!g_reporterStarted) say("perfharness: cannot start the crash reporter thread: a crash ends without a report\n");
@@ -494,6 +514,7 @@ __attribute__((constructor)) static void startRecording(void) {
   }
   clock_gettime(CLOCK_MONOTONIC, &g_start);
   g_pid = getpid();
+  if (cperf_preload_loss_path(g_lossPath, sizeof g_lossPath) != 0) g_lossPath[0] = 0;
   // Threads from the start where the process will have one anyway (the helpers are then
   // known to the sampler before it looks for threads), or where this library's code or
   // glibc's malloc could not be told from the program's.
@@ -522,8 +543,22 @@ static void writeReport(int endingSignal) {
   cperf_preload_finish(endingSignal);
 }
 
+// A thread of the program that a signal interrupted inside malloc or the recorder holds what
+// the report needs (the allocator's lock, its own table of the recorder), and a handler that
+// ends the process never returns there to give it back.
+#define INTERRUPTED_INSIDE                                                                                          \
+  " was called from a signal handler that interrupted malloc or the recorder on the same thread, which holds what " \
+  "building the report needs (the allocator's lock or the recorder's table) and never returns to give it back"
+
 __attribute__((destructor)) static void finishRecording(void) {
   if (!atomic_exchange(&g_recording, 0) || getpid() != g_pid) return;
+  // The marker ends the program through exit() too, outside any malloc.
+  if (!pthread_equal(pthread_self(), g_marker) && interruptedInsideUs()) {
+    // Writing the report here would wait on this thread itself, for ever.
+    closeHelpers();
+    reportLost("exit()" INTERRUPTED_INSIDE);
+    return;
+  }
   writeReport(atomic_load(&g_endingSignal));
 }
 
@@ -535,27 +570,34 @@ __attribute__((destructor)) static void finishRecording(void) {
 // not this symbol, after the destructor has run.
 void _exit(int status) {
   if (atomic_load(&g_recording) && getpid() == g_pid && !pthread_equal(pthread_self(), g_marker)) {
-    bool started = startHelpersFromSignal();
-    // Started on another thread: not on this one, which stands outside the recorder.
-    while (atomic_load(&g_helpers) == HELPERS_STARTING) sched_yield();
-    if (!started) {
-      say("perfharness: _exit was called inside malloc or the recorder (from a signal handler) before the program had "
-          "a thread of its own: no report\n");
-    } else if (atomic_load(&g_helpers) == HELPERS_RUNNING && g_markerStarted) {
-      wake(FINISH);
-      // In one system call throughout: the leak scan parks this thread, and reads the 128
-      // bytes below the stack pointer (a leaf's red zone) of a thread it interrupted outside
-      // a system call. Waiting in a nanosleep loop, a loaded debug build counted one of the
-      // program's leaked blocks reachable in 1 run in 12; waiting here, in none of 24.
-      struct timespec start, now;
-      clock_gettime(CLOCK_MONOTONIC, &start);
-      for (;;) {
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        int64_t left =
-            EXIT_REPORT_WAIT_MS - ((now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000);
-        if (atomic_load(&g_finished) || left <= 0) break;
-        struct timespec wait = {left / 1000, (left % 1000) * 1000000};
-        syscall(SYS_futex, &g_finished, FUTEX_WAIT_PRIVATE, 0, &wait, NULL, 0);
+    if (interruptedInsideUs()) {
+      // The marker would wait on this thread until EXIT_REPORT_WAIT_MS, which made every
+      // such run of a program looping on malloc 30 s long.
+      reportLost("_exit()" INTERRUPTED_INSIDE);
+    } else {
+      startHelpersFromSignal();
+      // Started on another thread: not on this one, which stands outside the recorder.
+      while (atomic_load(&g_helpers) == HELPERS_STARTING) sched_yield();
+      if (atomic_load(&g_helpers) == HELPERS_RUNNING && g_markerStarted) {
+        wake(FINISH);
+        // In one system call throughout: the leak scan parks this thread, and reads the 128
+        // bytes below the stack pointer (a leaf's red zone) of a thread it interrupted outside
+        // a system call. Waiting in a nanosleep loop, a loaded debug build counted one of the
+        // program's leaked blocks reachable in 1 run in 12; waiting here, in none of 24.
+        struct timespec start, now;
+        clock_gettime(CLOCK_MONOTONIC, &start);
+        for (;;) {
+          clock_gettime(CLOCK_MONOTONIC, &now);
+          int64_t left =
+              EXIT_REPORT_WAIT_MS - ((now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000);
+          if (atomic_load(&g_finished) || left <= 0) break;
+          struct timespec wait = {left / 1000, (left % 1000) * 1000000};
+          syscall(SYS_futex, &g_finished, FUTEX_WAIT_PRIVATE, 0, &wait, NULL, 0);
+        }
+        if (!atomic_load(&g_finished))
+          reportLost(
+              "_exit() waited 30 s for the report, and its writer had not finished (it may wait on a lock "
+              "that the code _exit interrupted holds)");
       }
     }
   }

@@ -32,6 +32,8 @@ struct ProgramLaunch {
     var recorded: Report?
     /// Reports of processes it fork+exec'd, by pid.
     var children: [Report]
+    /// Why the recorder could not write the program's report, when it could tell.
+    var lost: String? = nil
     /// The SIGINT or SIGTERM the harness caught meanwhile.
     var interruption: Int32?
     /// Stopped at --timeout.
@@ -51,6 +53,7 @@ struct ProgramLaunch {
       guard var report = recorded else {
         let error =
           signal.map { "the program was killed by \($0) before it could write its recording" }
+          ?? lost.map { "the program exited with status \(ending.status) without its recording: \($0)" }
           ?? "the program exited with status \(ending.status) without writing its recording: it called _exit(), or exec'd a program the recorder cannot load into"
         var crashed = Report.crashed(
           scenario: name, variant: ProgramRecording.variant, iterations: 1,
@@ -172,9 +175,10 @@ struct ProgramLaunch {
       }
       if file == "\(pid).json" { recorded = report } else { children.append(report) }
     }
+    let lost = try? String(contentsOf: results.appendingPathComponent("\(pid).lost"), encoding: .utf8)
     return Outcome(
       executable: executable, arguments: arguments, pid: pid, ending: ending!, wallTimeMilliseconds: wallTime,
-      recorded: recorded, children: children, interruption: interruption, timedOut: timedOut)
+      recorded: recorded, children: children, lost: lost, interruption: interruption, timedOut: timedOut)
   }
 
   /// With the harness's descriptors 0-2 (its stdout the harness's stderr when

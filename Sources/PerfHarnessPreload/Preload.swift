@@ -67,6 +67,19 @@ public func preloadRefuse(_ reason: UnsafePointer<CChar>) {
   settings = nil
 }
 
+/// The file that names why this process's report was lost (`<pid>.lost` in the result
+/// folder), for the C side to write from a signal handler or `_exit`.
+/// - Returns: 0, or -1 when there are no settings or the path does not fit in `capacity`.
+@_cdecl("cperf_preload_loss_path")
+public func preloadLossPath(_ path: UnsafeMutablePointer<CChar>, _ capacity: Int32) -> Int32 {
+  guard let settings else { return -1 }
+  let file = URL(fileURLWithPath: settings.resultDirectory).appendingPathComponent("\(recordedPid).lost").path
+  let bytes = Array(file.utf8CString)
+  guard bytes.count <= Int(capacity) else { return -1 }
+  bytes.withUnsafeBufferPointer { path.update(from: $0.baseAddress!, count: bytes.count) }
+  return 0
+}
+
 @_cdecl("cperf_preload_mark")
 public func preloadMark(_ label: UnsafePointer<CChar>?) {
   guard let recording else { return }
