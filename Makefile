@@ -4,8 +4,9 @@ SWIFT ?= swift
 SHELL := /bin/bash
 SYSTEM_PACKAGES := libunwind-dev libdw-dev
 # The HTML report's tests open it in a real headless browser; the pprof export is read back
-# by protoc.
-TEST_PACKAGES := chromium protobuf-compiler linux-perf
+# by protoc. Programs are recorded on jemalloc and tcmalloc (runtime libraries only: the
+# jemalloc-linked fixture links the .so.2 by name).
+TEST_PACKAGES := chromium protobuf-compiler linux-perf libjemalloc2 libtcmalloc-minimal4 libgoogle-perftools4
 # Scenarios are profiled in release, as Instruments profiles a Release build.
 RUN_CONFIGURATION ?= release
 ARGS ?=

@@ -4,19 +4,24 @@
 // function. It says on stdout whether glibc still ran it single-threaded at the end.
 //   record-target-c [--churn SECONDS] [--thread] [--long-labels] [--dlopen]
 //                   [--double-free | --underscore-exit]
+//   record-target-c --alarm-exit
 // --churn: first allocates and frees for SECONDS, inside malloc most of the time (its pid on
 //   stderr before); --thread: first runs one thread that allocates, and lists the process's
 //   threads by name once it has ended; --double-free: ends freeing a block twice (glibc
 //   aborts inside free); --underscore-exit: ends with _exit(0), past the exit handlers;
 //   --long-labels: marks with labels of 16 bytes or more (heap strings in Swift);
 //   --dlopen: first dlopens libraries the process has already loaded (libm, libstdc++).
+// --alarm-exit: allocates and frees on the main thread and one more until a SIGALRM 100 ms
+//   in, whose handler calls _exit(0) (the signal lands inside malloc most of the time).
 #include <dirent.h>
 #include <dlfcn.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/single_threaded.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -80,6 +85,31 @@ static void *allocateOnThread(void *unused) {
   return NULL;
 }
 
+static void exitNow(int sig) {
+  (void)sig;
+  _exit(0);
+}
+
+static void *churnForever(void *unused) {
+  (void)unused;
+  void *slots[64] = {0};
+  for (unsigned long i = 0;; i++) {
+    free(slots[i & 63]);
+    slots[i & 63] = malloc(16 + i % 200);
+  }
+  return NULL;
+}
+
+__attribute__((noreturn)) static void alarmExit(void) {
+  signal(SIGALRM, exitNow);
+  struct itimerval in100ms = {.it_value = {0, 100000}};
+  setitimer(ITIMER_REAL, &in100ms, NULL);
+  pthread_t thread;
+  pthread_create(&thread, NULL, churnForever, NULL);
+  churnForever(NULL);
+  abort();
+}
+
 // Every thread of the process by name, on one line.
 static void listThreads(void) {
   printf("threads:");
@@ -118,6 +148,8 @@ int main(int argc, char **argv) {
       }
     } else if (!strcmp(argv[i], "--double-free")) {
       doubleFree = 1;
+    } else if (!strcmp(argv[i], "--alarm-exit")) {
+      alarmExit();
     } else if (!strcmp(argv[i], "--underscore-exit")) {
       underscoreExit = 1;
     } else {
