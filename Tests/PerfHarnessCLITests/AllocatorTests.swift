@@ -51,19 +51,47 @@ struct AllocatorTests {
     let directory = try temporaryDirectory()
     defer { try? FileManager.default.removeItem(at: directory) }
     let program = directory.appendingPathComponent("record-target-jemalloc")
-    // The toolchain's clang; -l: names the runtime library, so no -dev package is needed.
-    let compile = Process()
-    compile.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-    compile.arguments = [
-      "clang", "-O1", "-g", "-fno-omit-frame-pointer", Self.fixture.path, "-o", program.path, "-l:\(Self.jemalloc)",
-      "-lpthread",
-    ]
-    try compile.run()
-    compile.waitUntilExit()
-    try #require(compile.terminationStatus == 0, "clang could not build the fixture with \(Self.jemalloc)")
+    // -l: names the runtime library, so no -dev package is needed.
+    try compile(Self.fixture, ["-fno-omit-frame-pointer", "-l:\(Self.jemalloc)", "-lpthread"], to: program)
     let output = directory.appendingPathComponent("out")
     let result = try perfharness.run(["record", "--output", output.path, "--", program.path])
     try expectRecordedRight(result, in: output, name: "record-target-jemalloc")
+  }
+
+  /// Builds `source` (C) with the toolchain's clang and `arguments` into `output`.
+  private func compile(_ source: URL, _ arguments: [String], to output: URL) throws {
+    let clang = Process()
+    clang.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+    clang.arguments = ["clang", "-O1", "-g", source.path, "-o", output.path] + arguments
+    try clang.run()
+    clang.waitUntilExit()
+    try #require(clang.terminationStatus == 0, "clang could not build \(source.lastPathComponent) \(arguments)")
+  }
+
+  @Test("An allocator that defines malloc and free only: refused, exit 1 naming the library and what it lacks")
+  func halfAnAllocator() throws {
+    let directory = try temporaryDirectory()
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let source = directory.appendingPathComponent("half.c")
+    try Data(
+      """
+      #include <stddef.h>
+      extern void *__libc_malloc(size_t);
+      extern void __libc_free(void *);
+      void *malloc(size_t size) { return __libc_malloc(size); }
+      void free(void *pointer) { __libc_free(pointer); }
+      """.utf8
+    ).write(to: source)
+    let library = directory.appendingPathComponent("libhalf.so")
+    try compile(source, ["-shared", "-fPIC"], to: library)
+    let result = try perfharness.run(
+      ["record", "--output", directory.appendingPathComponent("out").path, "--", cProgram.url.path],
+      environment: ["LD_PRELOAD": library.path])
+    #expect(result.status == 1, "\(result.standardError)")
+    #expect(
+      result.standardError.contains(
+        "cannot record with the allocator in \(library.path): it defines malloc but not calloc"),
+      "\(result.standardError)")
   }
 
   @Test("perfharness's own commands under LD_PRELOAD=libjemalloc.so.2: list and a scenario run")
