@@ -61,7 +61,7 @@ struct CompareCommand: ParsableCommand {
     switch format {
     case .text:
       print("\(current.scenario.name) [\(current.scenario.variant)] in \(new)")
-      print(ComparisonText.render(comparison), terminator: "")
+      print(TerminalText.lines(ComparisonText.render(comparison)), terminator: "")
     case .markdown:
       print("### \(current.scenario.name) [\(current.scenario.variant)] against its baseline\n")
       print(MarkdownSummary.comparison(comparison), terminator: "")

@@ -118,7 +118,7 @@ struct RecordCommand: ParsableCommand {
       writeFailure = error
     }
     switch recording.format {
-    case .text: print(RunSummaryText.render(report, reportPath: path), terminator: "")
+    case .text: print(TerminalText.lines(RunSummaryText.render(report, reportPath: path)), terminator: "")
     case .json: print(String(decoding: try ReportJSON.encode(report, pretty: false), as: UTF8.self))
     case .markdown: print(MarkdownSummary.render(report, reportPath: path), terminator: "")
     }

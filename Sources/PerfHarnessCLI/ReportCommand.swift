@@ -78,14 +78,14 @@ struct ReportCommand: ParsableCommand {
     let report = try readReport()
     // A question about one type gets its answer alone, not after the whole summary.
     if let retainers {
-      print(try Self.retainersText(of: retainers, in: report, file: file), terminator: "")
+      print(TerminalText.lines(try Self.retainersText(of: retainers, in: report, file: file)), terminator: "")
       return
     }
     var summary = report
     if filter != nil { summary.allocations = nil }
-    print(RunSummaryText.render(summary, reportPath: nil), terminator: "")
+    print(TerminalText.lines(RunSummaryText.render(summary, reportPath: nil)), terminator: "")
     if let filter, let allocations = report.allocations {
-      print(AllocationsText.render(allocations, categoryLimit: 50, filter: filter), terminator: "")
+      print(TerminalText.lines(AllocationsText.render(allocations, categoryLimit: 50, filter: filter)), terminator: "")
     }
     if let pprof {
       let written = try writeExports(of: report, kinds: [.pprof], into: pprof)
@@ -110,7 +110,7 @@ struct ReportCommand: ParsableCommand {
     print(
       "Call tree (\(options.enabledOptionNames.isEmpty ? "no options" : options.enabledOptionNames.joined(separator: ", "))):"
     )
-    print(CallTreeText.render(tree, maxDepth: depth, minPercent: minPercent), terminator: "")
+    print(TerminalText.lines(CallTreeText.render(tree, maxDepth: depth, minPercent: minPercent)), terminator: "")
     if let folded {
       try write(Data(FoldedStacks.render(timeProfile.profile, options: options).utf8), to: folded)
     }

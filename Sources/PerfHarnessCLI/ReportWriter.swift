@@ -48,7 +48,7 @@ extension ReportWriter {
         "cannot write \(index.path): \(error.localizedDescription); pass a writable directory with --output")
     }
     switch format {
-    case .text: print("index: \(index.path)")
+    case .text: print("index: \(TerminalText.inline(index.path))")
     case .markdown: print("All reports of this run: `\(index.path)`")
     case .json: break
     }

@@ -161,7 +161,7 @@ struct ScenarioCommand: ParsableCommand {
       }
       switch options.format {
       case .text:
-        print(RunSummaryText.render(report, reportPath: path), terminator: "")
+        print(TerminalText.lines(RunSummaryText.render(report, reportPath: path)), terminator: "")
       case .json:
         let line = try ReportJSON.encode(report, pretty: false)
         print(String(decoding: line, as: UTF8.self))

@@ -58,7 +58,7 @@ public enum AllocationsText {
             return "\(category.name) \(formatBytes(category.growthBytes))\(site)"
           } ?? ""
         lines.append(
-          "    " + pad(String(generation.index), 4) + pad(generation.label, 22)
+          "    " + pad(String(generation.index), 4) + pad(TerminalText.inline(generation.label), 22)
             + leftPad(formatBytes(generation.growthBytes), 12)
             + leftPad(String(generation.growthCount), 9) + leftPad(formatBytes(generation.liveBytes), 14) + "  "
             + heaviest)

@@ -15,25 +15,29 @@ public enum RunSummaryText {
     }
     if let program = report.program {
       lines.append(
-        "  program: " + ([program.executable] + program.arguments).joined(separator: " ") + ", " + program.ending)
+        "  program: " + ([program.executable] + program.arguments).map(TerminalText.inline).joined(separator: " ")
+          + ", " + program.ending)
       for child in program.children ?? [] {
-        lines.append("  child process \(child.pid) \(child.executable): \(child.report)")
+        lines.append(
+          "  child process \(child.pid) \(TerminalText.inline(child.executable)): \(TerminalText.inline(child.report))")
       }
     }
     lines.append(FindingsText.render(Findings.of(report)).trimmingCharacters(in: .newlines))
     if !report.steps.isEmpty {
-      let width = max(4, report.steps.map(\.name.count).max() ?? 0)
+      let width = max(4, report.steps.map { TerminalText.inline($0.name).count }.max() ?? 0)
       lines.append("  " + pad("step", width) + "  count      total     median        max")
       for step in report.steps {
         lines.append(
-          "  " + pad(step.name, width) + "  " + leftPad(String(step.count), 5)
+          "  " + pad(TerminalText.inline(step.name), width) + "  " + leftPad(String(step.count), 5)
             + leftPad(formatMilliseconds(step.totalMilliseconds), 11)
             + leftPad(formatMilliseconds(step.medianMilliseconds), 11)
             + leftPad(formatMilliseconds(step.maxMilliseconds), 11))
       }
     }
     if !report.marks.isEmpty {
-      lines.append("  generations: " + report.marks.map { "\($0.index) \($0.label)" }.joined(separator: " · "))
+      lines.append(
+        "  generations: " + report.marks.map { "\($0.index) \(TerminalText.inline($0.label))" }.joined(separator: " · ")
+      )
     }
     if let timeProfile = report.timeProfile {
       lines.append(TimeProfileText.render(timeProfile).trimmingCharacters(in: .newlines))

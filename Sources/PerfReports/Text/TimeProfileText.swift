@@ -26,7 +26,7 @@ public enum TimeProfileText {
     if let note = profile.signalHandlerNote { lines.append("    SIGPROF: \(note)") }
     for thread in profile.unsampled ?? [] {
       let cpu = thread.cpuMilliseconds.map { " (\(formatMilliseconds($0)) CPU)" } ?? ""
-      lines.append("    UNSAMPLED: \(thread.name) [\(thread.threadID)]\(cpu): \(thread.reason)")
+      lines.append("    UNSAMPLED: \(TerminalText.inline(thread.name)) [\(thread.threadID)]\(cpu): \(thread.reason)")
     }
     if let short = profile.shortThreads, short > 0 {
       lines.append(
@@ -40,7 +40,7 @@ public enum TimeProfileText {
       if let rate = thread.samplesPerCPUSecond { measured.append(String(format: "%.0f /CPU s", rate)) }
       if let coverage = thread.coveragePercent { measured.append(String(format: "coverage %.0f%%", coverage)) }
       lines.append(
-        "    " + pad(thread.name, 24) + leftPad(formatMilliseconds(thread.weightMilliseconds), 10)
+        "    " + pad(TerminalText.inline(thread.name), 24) + leftPad(formatMilliseconds(thread.weightMilliseconds), 10)
           + leftPad(String(format: "%.1f%%", thread.percent), 8)
           + (measured.isEmpty ? "" : "  " + measured.joined(separator: ", ")))
     }
