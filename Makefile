@@ -11,7 +11,7 @@ TEST_PACKAGES := chromium protobuf-compiler linux-perf libjemalloc2 libtcmalloc-
 RUN_CONFIGURATION ?= release
 ARGS ?=
 
-.PHONY: setup system-packages build run test test-tsan bench leak-corpus lint clean
+.PHONY: setup system-packages build run test test-tsan bench leak-corpus stress lint clean
 
 ## setup: install the missing system packages and resolve Swift packages (idempotent).
 ##   apt-get as root, sudo otherwise (asking for the password on a terminal), and a clear
@@ -90,6 +90,15 @@ leak-corpus: setup
 	$(SWIFT) build --product perfharness-leak-corpus
 	$(SWIFT) build --product perfharness-leak-corpus-runner
 	.build/debug/perfharness-leak-corpus-runner --runs $(RUNS)
+
+## stress: the attacks of the "never harm, never lose" rounds (#42) on the debug build,
+##   each printed held or broken (scripts/stress.sh); not part of `make test`.
+stress: setup
+	$(SWIFT) build --product perfharness
+	$(SWIFT) build --product record-target-swift
+	$(SWIFT) build --product record-target-c
+	$(SWIFT) build --product PerfHarnessPreload
+	scripts/stress.sh .build/debug
 
 ## lint: swift-format for Swift; clang-format (.clang-format, Debian's clang-format) for C.
 C_SOURCES = $(wildcard Sources/C*/*.c Sources/C*/*.h Sources/C*/include/*.h Tests/Fixtures/*/*.c Tests/Fixtures/*/include/*.h)
