@@ -268,6 +268,8 @@ int CPerfSymbols_lookup(CPerfSymbols_Session *session, uint64_t address, CPerfSy
   Dwarf_Die storage;
   Dwarf_Addr bias = 0;
   Dwarf_Die *cu = cuForAddress(module, address, &storage, &bias);
+  Dwarf_Addr moduleBias = 0;
+  out->moduleHasDebugInfo = cu != NULL || dwfl_module_getdwarf(module, &moduleBias) != NULL;
   if (cu != NULL) {
     out->hasDebugInfo = 1;
     Dwarf_Line *line = dwarf_getsrc_die(cu, address - bias);

@@ -60,12 +60,7 @@ struct AllocatorTests {
 
   /// Builds `source` (C) with the toolchain's clang and `arguments` into `output`.
   private func compile(_ source: URL, _ arguments: [String], to output: URL) throws {
-    let clang = Process()
-    clang.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-    clang.arguments = ["clang", "-O1", "-g", source.path, "-o", output.path] + arguments
-    try clang.run()
-    clang.waitUntilExit()
-    try #require(clang.terminationStatus == 0, "clang could not build \(source.lastPathComponent) \(arguments)")
+    try compileC(source, flags: ["-O1", "-g"] + arguments, to: output)
   }
 
   @Test("An allocator that defines malloc and free only: refused, exit 1 naming the library and what it lacks")

@@ -1,5 +1,6 @@
 import Foundation
 import PerfHarness
+import Testing
 
 /// Runs a built executable of this package, as a user would from the shell.
 struct BuiltBinary {
@@ -146,6 +147,17 @@ extension BuiltBinary {
 }
 
 /// A fresh temporary directory, removed by the caller.
+/// Builds the C file `source` into `output` with the toolchain's clang (CI has no other
+/// compiler) and `flags`.
+func compileC(_ source: URL, flags: [String], to output: URL) throws {
+  let clang = Process()
+  clang.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+  clang.arguments = ["clang", source.path, "-o", output.path] + flags
+  try clang.run()
+  clang.waitUntilExit()
+  try #require(clang.terminationStatus == 0, "clang could not build \(source.lastPathComponent) \(flags)")
+}
+
 func temporaryDirectory() throws -> URL {
   let url = FileManager.default.temporaryDirectory.appendingPathComponent("perfharness-\(UUID().uuidString)")
   try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)

@@ -56,6 +56,21 @@ struct SymbolizerTests {
     #expect(CodeOwnership.isAppCode(frame) == isApp)
   }
 
+  /// In an executable without debug info (C built with `-O2` and no `-g`), the program's
+  /// functions are app code; what the start files, the linker and a static runtime add is not.
+  @Test(
+    arguments: [
+      ("parse_header", false, true), ("parse_header", true, false), ("_start", false, false),
+      ("frame_dummy", false, false), ("memcpy@plt", false, false), ("swift_retain", false, false),
+      ("0x4011a0", false, false),
+    ])
+  func codeWithoutDebugInfo(symbol: String, imageHasDebugInfo: Bool, isApp: Bool) {
+    let frame = SymbolizedFrame(
+      symbol: symbol, mangledName: symbol, swiftModule: nil, image: "app", imagePath: "/bin/app",
+      isMainExecutable: true, imageHasDebugInfo: imageHasDebugInfo, file: nil, line: nil, isInlined: false)
+    #expect(CodeOwnership.isAppCode(frame) == isApp)
+  }
+
   /// Thunks the compiler makes (partial apply forwarders) are named "<compiler-generated>",
   /// with or without a directory before it: neither is the program's own code, so a leak's
   /// site names the function that allocated, not the thunk that called it.

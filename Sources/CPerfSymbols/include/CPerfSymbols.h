@@ -43,6 +43,9 @@ typedef struct CPerfSymbols_Location {
   int32_t hasModule;
   /// 1 when the image's DWARF has a compile unit covering the address.
   int32_t hasDebugInfo;
+  /// 1 when the image has DWARF at all (a compile unit somewhere, not necessarily here).
+  int32_t moduleHasDebugInfo;
+  int32_t reserved;
   /// Module name as reported from /proc/self/maps: the image's path, or e.g. "[vdso]".
   const char *_Nullable modulePath;
   /// Lowest address of the image's mapping.

@@ -29,9 +29,29 @@ enum CodeOwnership {
     // Swift code whose module the name does not give: thunks and specializations of
     // generic library code.
     if let mangled = frame.mangledName, mangled.hasPrefix("$s") || mangled.hasPrefix("_$s") { return false }
-    // C code in the executable: app code has debug info (PLT stubs and CRT code such as
-    // _init do not), and the harness's own C targets are prefixed CPerf.
-    guard frame.file != nil else { return false }
+    // C code in the executable. When it has debug info, app code has it (PLT stubs and CRT
+    // code such as _init do not), and the harness's own C targets are prefixed CPerf.
+    guard frame.file != nil else { return !frame.imageHasDebugInfo && isUndocumentedAppCode(frame.symbol) }
     return !frame.symbol.hasPrefix("CPerf") && frame.harnessCTarget == nil
+  }
+
+  /// What the C runtime's start files (crt1.o, crti.o, crtbegin.o) link into every
+  /// executable.
+  static let startFileSymbols: Set<String> = [
+    "_start", "_init", "_fini", "deregister_tm_clones", "register_tm_clones", "__do_global_dtors_aux",
+    "frame_dummy", "__libc_csu_init", "__libc_csu_fini", "_dl_relocate_static_pie",
+  ]
+
+  /// Runtimes a Swift executable may link statically (`-static-stdlib`), when they come
+  /// without debug info: the Swift runtime, Dispatch and CoreFoundation.
+  static let staticRuntimePrefixes = ["swift_", "swift::", "_swift", "dispatch_", "_dispatch", "_CF", "__CF"]
+
+  /// Code in an executable built without debug info (Debian's default `-O2`, no `-g`): every
+  /// function is the program's but the start files', the linker's stubs and a runtime's.
+  /// Reading none of it as app code made a C program's report say no program function was
+  /// sampled, over a call tree of its own functions.
+  private static func isUndocumentedAppCode(_ symbol: String) -> Bool {
+    guard !symbol.hasPrefix("0x"), !symbol.hasSuffix("@plt"), !startFileSymbols.contains(symbol) else { return false }
+    return !symbol.hasPrefix("CPerf") && !staticRuntimePrefixes.contains(where: symbol.hasPrefix)
   }
 }

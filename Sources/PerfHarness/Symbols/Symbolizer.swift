@@ -23,6 +23,8 @@ struct SymbolizedFrame: Sendable, Hashable {
   var imagePath: String
   /// The image is the process's main executable (/proc/self/exe).
   var isMainExecutable: Bool
+  /// The image has debug info (somewhere, not necessarily for this address).
+  var imageHasDebugInfo = false
   /// Source file path when debug info has it.
   var file: String?
   var line: Int?
@@ -145,6 +147,7 @@ final class Symbolizer {
     let imagePath = location.modulePath.map { String(cString: $0) } ?? ""
     let image = imagePath.split(separator: "/").last.map(String.init) ?? imagePath
     let isMainExecutable = mainExecutablePath != nil && imagePath == mainExecutablePath
+    let imageHasDebugInfo = location.moduleHasDebugInfo != 0
 
     func makeFrame(
       mangled: String?, plainName: String?, file: String?, line: Int32, isInlined: Bool
@@ -154,7 +157,7 @@ final class Symbolizer {
         mangledName: mangled,
         swiftModule: mangled.flatMap(swiftModuleName(fromMangled:)),
         image: image, imagePath: imagePath, isMainExecutable: isMainExecutable,
-        file: file, line: line > 0 ? Int(line) : nil, isInlined: isInlined)
+        imageHasDebugInfo: imageHasDebugInfo, file: file, line: line > 0 ? Int(line) : nil, isInlined: isInlined)
     }
 
     var frames: [SymbolizedFrame] = []
