@@ -128,7 +128,7 @@ struct CheckOptions: ParsableArguments {
       report.comparison = comparison
       if report.status == .passed && !comparison.passed { report.status = .failed }
     }
-    report.checked = check || baseline != nil
+    report.checked = check || (report.comparison?.judgedAnything ?? false)
     report.notGated = report.checked == true ? report.ungatedFigures() : nil
   }
 }

@@ -48,7 +48,7 @@ struct CompareCommand: ParsableCommand {
       var compared = current
       compared.comparison = comparison
       // The page judges NEW by the comparison, as `--baseline` would have.
-      compared.checked = true
+      compared.checked = comparison.judgedAnything
       if compared.status == .passed && !comparison.passed { compared.status = .failed }
       compared.notGated = compared.ungatedFigures()
       do {

@@ -221,7 +221,7 @@ struct MarkdownSummaryTests {
     let figures = try #require(report.notGated).map(\.figure)
     #expect(figures.starts(with: ["leaked bytes", "retain cycles"]) && !figures.contains("peak heap"), "\(figures)")
     try ReportSchema.validateReports(under: directory)
-    #expect(text.standardOutput.contains("checks); not gated: leaked bytes, retain cycles"))
+    #expect(text.standardOutput.contains("); not gated: leaked bytes, retain cycles"))
     #expect(text.standardOutput.contains("  Not gated (measured; no check or baseline tolerance judged it):"))
     let markdown = try perfharness.run(
       arguments + ["--format", "markdown", "--output", directory.appendingPathComponent("markdown").path])

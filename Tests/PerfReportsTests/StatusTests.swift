@@ -64,7 +64,7 @@ struct StatusTests {
   func passNamesWhatItDidNotGate() throws {
     let report = try passedOneLimit()
     let checks = try #require(Findings.of(report).first { $0.kind == "checks" })
-    #expect(checks.summary.hasPrefix("Every check passed (1 checks)"))
+    #expect(checks.summary.hasPrefix("Every check passed (1 check)"))
     #expect(checks.summary.contains("not gated: leaked bytes, retain cycles"), "\(checks.summary)")
     #expect(!checks.summary.contains("peak heap"), "the peak heap was gated")
     #expect(checks.details.contains { $0.hasPrefix("not gated: leaked bytes, 206 leaked blocks") }, "\(checks.details)")
@@ -113,6 +113,20 @@ struct StatusTests {
     report.comparison = nil
     report.checked = false
     #expect(report.notGatedFigures.isEmpty && report.verdict == "no checks")
+  }
+
+  @Test("a baseline none of whose rows was judged gates nothing: no pass, no checks, the finding says why")
+  func baselineThatGatedNothing() throws {
+    var report = try passedOneLimit()
+    report.checks = []
+    report.comparison = comparison(Array(rows.dropFirst()))
+    #expect(report.comparison?.judgedAnything == false)
+    report.checked = nil
+    #expect(report.verdict == "no checks")
+    let checks = try #require(Findings.of(report).first { $0.kind == "checks" })
+    #expect(checks.summary.hasPrefix("The baseline gated nothing"), "\(checks.summary)")
+    report.comparison = comparison(rows)
+    #expect(report.comparison?.judgedAnything == true && report.verdict == "passed")
   }
 
   @Test("index.html leads with the findings each report page leads with, the CPU finding included")

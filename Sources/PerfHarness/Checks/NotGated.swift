@@ -28,6 +28,12 @@ extension BaselineComparison.Row {
   }
 }
 
+extension BaselineComparison {
+  /// Whether any row was judged. A comparison whose every row lacked a limit or a figure
+  /// passed only because nothing could fail it: it gates nothing.
+  public var judgedAnything: Bool { !passed || rows.contains(where: \.isGated) }
+}
+
 extension Report {
   /// What a reader is told went ungated: the stored `notGated`, or for a report written
   /// before the key, the same reading of its figures. Empty for a run nothing judged, whose

@@ -146,7 +146,7 @@ extension Report {
 
 extension Report {
   /// Whether a check or a baseline judged the run; inferred for reports without `checked`.
-  public var wasChecked: Bool { checked ?? (!checks.isEmpty || comparison != nil) }
+  public var wasChecked: Bool { checked ?? (!checks.isEmpty || comparison?.judgedAnything == true) }
 
   /// What a person reads as the outcome: `status`, but `no checks` for a run that finished
   /// with nothing judging it, so a leaking run is never shown as `passed` on its own say-so.

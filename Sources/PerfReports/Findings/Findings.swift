@@ -146,8 +146,11 @@ public enum Findings {
 
   static func checks(_ report: Report) -> Finding {
     guard report.wasChecked else {
-      return Finding(
-        kind: "checks", summary: "No checks ran: --check (thresholds) or --baseline gates a run", isProblem: false)
+      let summary =
+        report.comparison == nil
+        ? "No checks ran: --check (thresholds) or --baseline gates a run"
+        : "The baseline gated nothing: no figure had both a tolerance and a value in each run"
+      return Finding(kind: "checks", summary: summary, isProblem: false)
     }
     let failed = report.checks.filter { !$0.passed }
     var details = failed.map { check in
@@ -161,14 +164,19 @@ public enum Findings {
     let ungated = report.notGatedFigures
     details += ungated.map { "not gated: \($0.figure), \($0.measured) (gate with \($0.gatedBy))" }
     let notGated = ungated.isEmpty ? "" : "; not gated: " + ungated.map(\.figure).joined(separator: ", ")
+    let gates = [counted(report.checks.count, "check")] + (report.comparison == nil ? [] : ["baseline"])
     let summary =
       failed.isEmpty && regressions.isEmpty
-      ? "Every check passed (\(report.checks.count) checks\(report.comparison == nil ? "" : ", baseline"))\(notGated)"
-      : "\(failed.count) of \(report.checks.count) checks failed"
-        + (regressions.isEmpty ? "" : ", \(regressions.count) figures regressed against the baseline") + notGated
+      ? "Every check passed (\(gates.joined(separator: ", ")))\(notGated)"
+      : "\(failed.count) of \(counted(report.checks.count, "check")) failed"
+        + (regressions.isEmpty
+          ? "" : ", \(counted(regressions.count, "figure")) regressed against the baseline") + notGated
     return Finding(
       kind: "checks", summary: summary, details: details, isProblem: !(failed.isEmpty && regressions.isEmpty))
   }
+
+  /// "1 check", "2 checks".
+  static func counted(_ count: Int, _ noun: String) -> String { "\(count) \(noun)\(count == 1 ? "" : "s")" }
 
   static func percentText(_ value: Double) -> String { String(format: "%.0f %%", value) }
 

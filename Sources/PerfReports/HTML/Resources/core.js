@@ -238,6 +238,8 @@ function comparisonHTML() {
       }
       if (k === 'minimumBytes' && isNum(v)) return [known[k], 'up to ' + bytes(v)];
       if (k === 'minimumCount' && isNum(v)) return [known[k], 'up to ' + v];
+      // A comparison none of whose rows was judged vouches for nothing.
+      if (k === 'passed' && v !== false && !rows.some(gated)) return [known[k], badge('not gated')];
       return [known[k], shown(v)];
     });
   var drawn = ['rows', 'functionChanges', 'functionShares', 'allocationChanges', 'allocationStackBaselines',
