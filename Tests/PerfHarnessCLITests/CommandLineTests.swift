@@ -179,7 +179,62 @@ struct CommandLineTests {
   }
 }
 
-@Suite("The README's example of a user's own scenario package")
+/// The synopsis lives once, in the guide's getting started; `--help` is generated from the
+/// code. Each command's options there and in its `--help` must be the same set.
+@Suite("The documented synopsis and --help")
+struct SynopsisTests {
+  let perfharness = try! BuiltBinary("perfharness")
+  static let guide = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+    .deletingLastPathComponent().appendingPathComponent("Sources/PerfHarness/PerfHarness.docc/GettingStarted.md")
+
+  private static func options(in text: Substring) -> Set<String> {
+    Set(text.matches(of: /--[a-z][a-z-]*/).map { String($0.output) }).subtracting(["--help", "--version"])
+  }
+
+  /// Each command's options in the guide's "Using it" code blocks: a line `perfharness NAME`
+  /// starts a command, indented lines continue it, and the gating block belongs to the
+  /// commands that say they take it.
+  private static func documentedOptions() throws -> [String: Set<String>] {
+    let text = try String(contentsOf: guide, encoding: .utf8)
+    let start = try #require(text.range(of: "## Using it"))
+    let section = text[start.upperBound...]
+    let end = section.range(of: "\n## ")?.lowerBound ?? section.endIndex
+    let blocks = section[..<end].components(separatedBy: "```").enumerated().filter { $0.offset % 2 == 1 }
+    var options: [String: Set<String>] = [:]
+    var gating: Set<String> = []
+    var takesGating: Set<String> = ["scenario"]
+    for block in blocks.map(\.element) where !block.hasPrefix("sh") {
+      var command: String?
+      for line in block.split(separator: "\n") {
+        if line.hasPrefix("perfharness ") { command = String(line.split(separator: " ")[1]) }
+        if let command, line.contains("gating options") { takesGating.insert(command) }
+        if let command {
+          options[command, default: []].formUnion(Self.options(in: line))
+        } else {
+          gating.formUnion(Self.options(in: line))
+        }
+      }
+    }
+    for command in takesGating { options[command]?.formUnion(gating) }
+    return options
+  }
+
+  @Test("every command's options in the guide are those of its --help, no more, no fewer")
+  func guideAgreesWithHelp() throws {
+    let documented = try Self.documentedOptions()
+    #expect(Set(documented.keys) == ["list", "scenario", "record", "report", "compare"], "\(documented.keys)")
+    for (command, options) in documented {
+      let help = try perfharness.run([command, "--help"])
+      #expect(help.status == 0)
+      let actual = Self.options(in: help.standardOutput[...])
+      #expect(
+        actual.subtracting(options).isEmpty, "\(command): not in the guide: \(actual.subtracting(options).sorted())")
+      #expect(options.subtracting(actual).isEmpty, "\(command): not in --help: \(options.subtracting(actual).sorted())")
+    }
+  }
+}
+
+@Suite("The guide's example of a user's own scenario package (Examples/CustomScenarios)")
 struct ExampleExecutableTests {
   @Test("gets the same CLI for its own scenarios")
   func sameCommandLine() throws {
