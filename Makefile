@@ -11,9 +11,13 @@ TEST_PACKAGES := chromium protobuf-compiler linux-perf libjemalloc2 libtcmalloc-
 RUN_CONFIGURATION ?= release
 ARGS ?=
 
-.PHONY: setup system-packages build run test test-tsan bench leak-corpus stress lint clean
+.PHONY: help setup system-packages build run test test-tsan bench leak-corpus stress lint clean
 
-## setup: install the missing system packages and resolve Swift packages (idempotent).
+## help: this list: each target and the first line of its `##` comment.
+help:
+	@grep -E '^## [a-z-]+:' $(MAKEFILE_LIST) | sed -E 's/^## ([a-z-]+): */  \1\t/' | expand -t 16
+
+## setup: install the missing system packages, resolve the Swift packages (idempotent).
 ##   apt-get as root, sudo otherwise (asking for the password on a terminal), and a clear
 ##   message when neither works. The tests'
 ##   schema checks need Python's jsonschema: Debian's python3-jsonschema (pip refuses to
@@ -43,8 +47,8 @@ build: setup
 run: build
 	$(SWIFT) run -c $(RUN_CONFIGURATION) perfharness scenario $(ARGS)
 
-## test: the whole test suite (debug build; the end-to-end tests run the built binaries, and
-##   the leaks corpus in a release build).
+## test: the whole test suite, then the ThreadSanitizer suites.
+##   A debug build; the end-to-end tests run the built binaries, the leaks corpus a release build.
 test: setup lint
 	@$(MAKE) --no-print-directory system-packages SYSTEM_PACKAGES="$(TEST_PACKAGES)"
 	$(SWIFT) build --build-tests -Xswiftc -warnings-as-errors
@@ -80,10 +84,10 @@ bench: setup
 	$(SWIFT) build -c release --product bench-workload --sanitize=address --scratch-path .build-asan
 	$(SWIFT) run -c release perfharness-bench
 
-## leak-corpus: every shape of the leaks corpus (cycles through closures, delegates, arrays
-##   of closures, made on the main thread, Dispatch workers and in task groups), RUNS runs
-##   per shape, build (release, debug) and instrument set, each in its own process;
-##   prints found/expected per shape and fails on any run that missed or invented a leak.
+## leak-corpus: every leak shape RUNS times per build and instrument set; fails on any miss.
+##   Cycles through closures, delegates, arrays of closures, made on the main thread, Dispatch
+##   workers and in task groups, each run in its own process; prints found/expected per
+##   shape and fails on any run that missed or invented a leak.
 RUNS ?= 50
 leak-corpus: setup
 	$(SWIFT) build -c release --product perfharness-leak-corpus
@@ -91,8 +95,8 @@ leak-corpus: setup
 	$(SWIFT) build --product perfharness-leak-corpus-runner
 	.build/debug/perfharness-leak-corpus-runner --runs $(RUNS)
 
-## stress: the attacks of the "never harm, never lose" rounds (#42) on the debug build,
-##   each printed held or broken (scripts/stress.sh); not part of `make test`.
+## stress: the robustness attacks (#42) on the debug build, each printed held or broken.
+##   scripts/stress.sh; not part of `make test`.
 stress: setup
 	$(SWIFT) build --product perfharness
 	$(SWIFT) build --product record-target-swift
