@@ -14,17 +14,67 @@ struct AllocationsAnalysis {
   /// stack is system code).
   var hideSystemLibraries = false
 
+  /// The report's stages, each a value: categories, totals, generations, stack views.
   func report(from recording: AllocationRecording, symbolizer: Symbolizer?) -> AllocationsReport {
-    let startNs = recording.startNanoseconds
-    func milliseconds(_ ns: UInt64) -> Double { ns >= startNs ? Double(ns - startNs) / 1e6 : 0 }
-
-    // Categories: persistent from live blocks, transient from freed aggregates.
-    struct Tally {
-      var persistentCount = 0
-      var persistentBytes = 0
-      var transientCount = 0
-      var transientBytes = 0
+    var stacks = SymbolizedStacks(analysis: self, recording: recording, symbolizer: symbolizer)
+    let persistentCount = recording.liveBlocks.count
+    let views = recording.mode == .fullStacks ? stackViews(recording, &stacks) : nil
+    let timeline = recording.timeline.map {
+      AllocationsReport.TimelinePoint(
+        timeMilliseconds: recording.milliseconds($0.timestampNanoseconds), liveBytes: $0.liveBytes)
     }
+    return AllocationsReport(
+      mode: recording.mode.rawValue,
+      durationMilliseconds: recording.milliseconds(recording.stopNanoseconds),
+      totals: totals(recording), categories: categories(recording), generations: generations(recording, &stacks),
+      timeline: timeline,
+      lost: AllocationsReport.Lost(
+        blocks: recording.lostBlocks, stacks: recording.lostStacks,
+        freedCategories: recording.lostFreedKeys, timelinePoints: recording.lostTimeline,
+        stackTotals: recording.mode == .fullStacks ? recording.lostStackTotals : nil, marks: recording.lostMarks),
+      overhead: AllocationsReport.Overhead(
+        blockTableBytes: recording.blockTableBytes, stackTableBytes: recording.stackTableBytes,
+        bytesPerLiveBlock: persistentCount > 0 ? Double(recording.blockTableBytes) / Double(persistentCount) : 0),
+      persistentStacks: views?.persistent, stackFrames: views?.frames, totalStacks: views?.totals)
+  }
+
+  /// Each allocation stack symbolized once, whichever stage asks first.
+  struct SymbolizedStacks {
+    let analysis: AllocationsAnalysis
+    let recording: AllocationRecording
+    let symbolizer: Symbolizer?
+    private var cache: [UInt32: [AllocationsReport.StackFrame]] = [:]
+
+    init(analysis: AllocationsAnalysis, recording: AllocationRecording, symbolizer: Symbolizer?) {
+      self.analysis = analysis
+      self.recording = recording
+      self.symbolizer = symbolizer
+    }
+
+    mutating func frames(_ id: UInt32) -> [AllocationsReport.StackFrame] {
+      if let cached = cache[id] { return cached }
+      let result = analysis.symbolize(recording.stacks[id] ?? [], symbolizer: symbolizer)
+      cache[id] = result
+      return result
+    }
+  }
+
+  private struct Tally {
+    var persistentCount = 0
+    var persistentBytes = 0
+    var transientCount = 0
+    var transientBytes = 0
+
+    mutating func add(_ other: Tally) {
+      persistentCount += other.persistentCount
+      persistentBytes += other.persistentBytes
+      transientCount += other.transientCount
+      transientBytes += other.transientBytes
+    }
+  }
+
+  /// Persistent counts from the live blocks, transient from the freed aggregates, by name.
+  func categories(_ recording: AllocationRecording) -> [AllocationsReport.Category] {
     var tallies: [AllocationCategoryKey: Tally] = [:]
     for block in recording.liveBlocks {
       tallies[block.categoryKey, default: Tally()].persistentCount += 1
@@ -40,13 +90,10 @@ struct AllocationsAnalysis {
       let category = recording.category(for: key)
       var entry = byName[category.name] ?? (category.kind, false, Tally())
       entry.isApp = entry.isApp || category.isApp
-      entry.tally.persistentCount += tally.persistentCount
-      entry.tally.persistentBytes += tally.persistentBytes
-      entry.tally.transientCount += tally.transientCount
-      entry.tally.transientBytes += tally.transientBytes
+      entry.tally.add(tally)
       byName[category.name] = entry
     }
-    let categories = byName.map { name, entry in
+    return byName.map { name, entry in
       AllocationsReport.Category(
         name: name, kind: entry.kind.rawValue, isApp: entry.isApp, persistentCount: entry.tally.persistentCount,
         transientCount: entry.tally.transientCount,
@@ -56,24 +103,30 @@ struct AllocationsAnalysis {
     }.sorted {
       ($0.persistentBytes, $0.totalBytes, $1.name) > ($1.persistentBytes, $1.totalBytes, $0.name)
     }
+  }
 
-    let persistentCount = recording.liveBlocks.count
-    let persistentBytes = recording.liveBlocks.reduce(0) { $0 + $1.size }
-    let transientCount = recording.freed.values.reduce(0) { $0 + $1.count }
-    let transientBytes = recording.freed.values.reduce(0) { $0 + $1.bytes }
-    let totals = AllocationsReport.Totals(
+  func totals(_ recording: AllocationRecording) -> AllocationsReport.Totals {
+    AllocationsReport.Totals(
       totalAllocations: recording.totalAllocations, totalBytes: recording.totalBytes,
-      persistentCount: persistentCount, persistentBytes: persistentBytes,
-      transientCount: transientCount, transientBytes: transientBytes,
+      persistentCount: recording.liveBlocks.count, persistentBytes: recording.liveBlocks.reduce(0) { $0 + $1.size },
+      transientCount: recording.freed.values.reduce(0) { $0 + $1.count },
+      transientBytes: recording.freed.values.reduce(0) { $0 + $1.bytes },
       peakLiveBytes: recording.peakLiveBytes, liveBytesAtEnd: recording.liveBytesAtEnd)
+  }
 
-    // Generations.
+  private struct Growth {
+    var bytes = 0
+    var count = 0
+    var stackBytes: [UInt32: Int] = [:]
+  }
+
+  /// As in Instruments, a mark closes a generation: the generation labelled with a mark
+  /// holds what was allocated since the previous mark (or the start) up to it. What was
+  /// allocated after the last mark forms a last generation.
+  func generations(_ recording: AllocationRecording, _ stacks: inout SymbolizedStacks)
+    -> [AllocationsReport.Generation]
+  {
     let generationCount = (recording.marks.map(\.index).max() ?? 0) + 1
-    struct Growth {
-      var bytes = 0
-      var count = 0
-      var stackBytes: [UInt32: Int] = [:]
-    }
     var growth = [[String: Growth]](repeating: [:], count: generationCount)
     for block in recording.liveBlocks where block.generation < generationCount {
       let name = recording.category(for: block.categoryKey).name
@@ -84,18 +137,7 @@ struct AllocationsAnalysis {
       growth[block.generation][name] = entry
     }
     let marksByIndex = Dictionary(recording.marks.map { ($0.index, $0) }, uniquingKeysWith: { first, _ in first })
-    var stackCache: [UInt32: [AllocationsReport.StackFrame]] = [:]
-    func symbolizedStack(_ id: UInt32) -> [AllocationsReport.StackFrame] {
-      if let cached = stackCache[id] { return cached }
-      let result = symbolize(recording.stacks[id] ?? [], symbolizer: symbolizer)
-      stackCache[id] = result
-      return result
-    }
-    var generations: [AllocationsReport.Generation] = []
-    // As in Instruments, a mark closes a generation: the generation labelled with a mark
-    // holds what was allocated since the previous mark (or the start) up to it. What was
-    // allocated after the last mark forms a last generation.
-    for index in 0..<generationCount {
+    return (0..<generationCount).map { index in
       let opening = marksByIndex[index]
       let closing = marksByIndex[index + 1]
       let categoriesOfGeneration = growth[index].sorted { ($0.value.bytes, $1.key) > ($1.value.bytes, $0.key) }
@@ -103,85 +145,72 @@ struct AllocationsAnalysis {
         let heaviest = entry.stackBytes.max { ($0.value, $1.key) < ($1.value, $0.key) }?.key
         return AllocationsReport.GrowthCategory(
           name: name, growthBytes: entry.bytes, growthCount: entry.count,
-          allocationStack: heaviest.map(symbolizedStack) ?? [])
+          allocationStack: heaviest.map { stacks.frames($0) } ?? [])
       }
-      generations.append(
-        AllocationsReport.Generation(
-          index: index,
-          label: closing?.label ?? (index == 0 ? "Whole run" : Self.afterLastMarkLabel),
-          startMilliseconds: index == 0 ? 0 : milliseconds(opening?.timestampNanoseconds ?? startNs),
-          endMilliseconds: milliseconds(closing?.timestampNanoseconds ?? recording.stopNanoseconds),
-          growthBytes: growth[index].values.reduce(0) { $0 + $1.bytes },
-          growthCount: growth[index].values.reduce(0) { $0 + $1.count },
-          liveBytes: closing?.liveBytes ?? recording.liveBytesAtEnd,
-          categories: Array(top)))
+      return AllocationsReport.Generation(
+        index: index,
+        label: closing?.label ?? (index == 0 ? "Whole run" : Self.afterLastMarkLabel),
+        startMilliseconds: index == 0
+          ? 0 : recording.milliseconds(opening?.timestampNanoseconds ?? recording.startNanoseconds),
+        endMilliseconds: recording.milliseconds(closing?.timestampNanoseconds ?? recording.stopNanoseconds),
+        growthBytes: growth[index].values.reduce(0) { $0 + $1.bytes },
+        growthCount: growth[index].values.reduce(0) { $0 + $1.count },
+        liveBytes: closing?.liveBytes ?? recording.liveBytesAtEnd,
+        categories: Array(top))
     }
+  }
 
-    // Persistent blocks by stack: the heaviest stacks, symbolized once each.
-    var persistentStacks: [AllocationsReport.PersistentStack]?
-    var totalStacks: [AllocationsReport.TotalStack]?
-    var stackFrames: [AllocationsReport.StackFrame]?
-    if recording.mode == .fullStacks {
-      var frameIndex: [AllocationsReport.StackFrame: Int] = [:]
-      var table: [AllocationsReport.StackFrame] = []
-      func index(_ frame: AllocationsReport.StackFrame) -> Int {
+  private struct StackTally {
+    var count = 0
+    var bytes = 0
+    var bytesByCategory: [AllocationCategoryKey: Int] = [:]
+  }
+
+  /// Persistent blocks by stack, the heaviest stacks, symbolized once each, in one frame
+  /// table; and the total allocated by each of them and by the heaviest stacks overall.
+  func stackViews(_ recording: AllocationRecording, _ stacks: inout SymbolizedStacks) -> (
+    persistent: [AllocationsReport.PersistentStack], totals: [AllocationsReport.TotalStack],
+    frames: [AllocationsReport.StackFrame]
+  ) {
+    var frameIndex: [AllocationsReport.StackFrame: Int] = [:]
+    var table: [AllocationsReport.StackFrame] = []
+    func indexed(_ id: UInt32) -> [Int] {
+      stacks.frames(id).map { frame in
         if let known = frameIndex[frame] { return known }
         table.append(frame)
         frameIndex[frame] = table.count - 1
         return table.count - 1
       }
-      struct StackTally {
-        var count = 0
-        var bytes = 0
-        var bytesByCategory: [AllocationCategoryKey: Int] = [:]
-      }
-      var byStack: [UInt32: StackTally] = [:]
-      for block in recording.liveBlocks where block.stackID != 0 {
-        byStack[block.stackID, default: StackTally()].count += 1
-        byStack[block.stackID]!.bytes += block.size
-        byStack[block.stackID]!.bytesByCategory[block.categoryKey, default: 0] += block.size
-      }
-      let keptPersistent = byStack.sorted { ($0.value.bytes, $1.key) > ($1.value.bytes, $0.key) }
-        .prefix(Self.persistentStackLimit)
-      persistentStacks = keptPersistent.map { id, tally in
-        let heaviest = tally.bytesByCategory.max { ($0.value, "\($1.key)") < ($1.value, "\($0.key)") }?.key
-        return AllocationsReport.PersistentStack(
-          count: tally.count, bytes: tally.bytes,
-          category: heaviest.map { recording.category(for: $0).name } ?? "",
-          frames: symbolizedStack(id).map(index))
-      }
-      // The heaviest stacks, and every persistent stack kept above: a reader pairs each
-      // persistent stack with its total.
-      let heaviestTotals = recording.allocationsByStack.sorted { ($0.value.bytes, $1.key) > ($1.value.bytes, $0.key) }
-        .prefix(Self.persistentStackLimit).map(\.key)
-      var totalIDs = heaviestTotals
-      var seen = Set(heaviestTotals)
-      for (id, _) in keptPersistent where recording.allocationsByStack[id] != nil && seen.insert(id).inserted {
-        totalIDs.append(id)
-      }
-      totalStacks = totalIDs.map { id in
-        let total = recording.allocationsByStack[id]!
-        return AllocationsReport.TotalStack(
-          count: total.count, bytes: total.bytes, frames: symbolizedStack(id).map(index))
-      }
-      stackFrames = table
     }
-
-    let timeline = recording.timeline.map {
-      AllocationsReport.TimelinePoint(timeMilliseconds: milliseconds($0.timestampNanoseconds), liveBytes: $0.liveBytes)
+    var byStack: [UInt32: StackTally] = [:]
+    for block in recording.liveBlocks where block.stackID != 0 {
+      byStack[block.stackID, default: StackTally()].count += 1
+      byStack[block.stackID]!.bytes += block.size
+      byStack[block.stackID]!.bytesByCategory[block.categoryKey, default: 0] += block.size
     }
-    return AllocationsReport(
-      mode: recording.mode.rawValue,
-      durationMilliseconds: milliseconds(recording.stopNanoseconds),
-      totals: totals, categories: categories, generations: generations, timeline: timeline,
-      lost: AllocationsReport.Lost(
-        blocks: recording.lostBlocks, stacks: recording.lostStacks,
-        freedCategories: recording.lostFreedKeys, timelinePoints: recording.lostTimeline,
-        stackTotals: recording.mode == .fullStacks ? recording.lostStackTotals : nil, marks: recording.lostMarks),
-      overhead: AllocationsReport.Overhead(
-        blockTableBytes: recording.blockTableBytes, stackTableBytes: recording.stackTableBytes,
-        bytesPerLiveBlock: persistentCount > 0 ? Double(recording.blockTableBytes) / Double(persistentCount) : 0),
-      persistentStacks: persistentStacks, stackFrames: stackFrames, totalStacks: totalStacks)
+    let keptPersistent = byStack.sorted { ($0.value.bytes, $1.key) > ($1.value.bytes, $0.key) }
+      .prefix(Self.persistentStackLimit)
+    let persistent = keptPersistent.map { id, tally in
+      let heaviest = tally.bytesByCategory.max { ($0.value, "\($1.key)") < ($1.value, "\($0.key)") }?.key
+      return AllocationsReport.PersistentStack(
+        count: tally.count, bytes: tally.bytes,
+        category: heaviest.map { recording.category(for: $0).name } ?? "",
+        frames: indexed(id))
+    }
+    // The heaviest stacks, and every persistent stack kept above: a reader pairs each
+    // persistent stack with its total.
+    let heaviestTotals = recording.allocationsByStack.sorted { ($0.value.bytes, $1.key) > ($1.value.bytes, $0.key) }
+      .prefix(Self.persistentStackLimit).map(\.key)
+    var totalIDs = heaviestTotals
+    var seen = Set(heaviestTotals)
+    for (id, _) in keptPersistent where recording.allocationsByStack[id] != nil && seen.insert(id).inserted {
+      totalIDs.append(id)
+    }
+    let totals = totalIDs.map { id in
+      let total = recording.allocationsByStack[id]!
+      return AllocationsReport.TotalStack(count: total.count, bytes: total.bytes, frames: indexed(id))
+    }
+    return (persistent, totals, table)
   }
 
   /// Stacks kept in `persistentStacks`, heaviest first.
@@ -209,5 +238,12 @@ struct AllocationsAnalysis {
       return frames.filter(\.isApp)
     }
     return frames
+  }
+}
+
+extension AllocationRecording {
+  /// Milliseconds since the recording started (0 for a time before it).
+  func milliseconds(_ ns: UInt64) -> Double {
+    ns >= startNanoseconds ? Double(ns - startNanoseconds) / 1e6 : 0
   }
 }
