@@ -97,6 +97,9 @@ typedef int (*Create)(pthread_t *, const pthread_attr_t *, void *(*)(void *), vo
 static Create g_create;
 // This library's code (the malloc hooks, the recorder, these handlers).
 static uintptr_t g_textStart, g_textEnd;
+// The interposed thread start, inside that text: at the bottom of every thread the program
+// starts, so no sign that the thread stands inside the recorder.
+static uintptr_t g_threadStartStart, g_threadStartEnd;
 // The allocator's code (CPerfAlloc_Allocator's text): glibc's malloc entry points, or a
 // jemalloc's or tcmalloc's whole library.
 static uintptr_t g_mallocStart, g_mallocEnd;
@@ -361,7 +364,9 @@ static bool interruptedInsideUs(void) {
   for (int depth = 0; depth < 4096; depth++) {
     unw_word_t ip = 0;
     if (unw_get_reg(&cursor, UNW_REG_IP, &ip) < 0) return false;
-    bool ours = ip >= g_textStart && ip < g_textEnd;
+    // exit() from a thread the program started saw the thread start below the program's
+    // frames and counted it: the report was lost as if exit had interrupted malloc.
+    bool ours = ip >= g_textStart && ip < g_textEnd && !(ip >= g_threadStartStart && ip < g_threadStartEnd);
     if (ours && !ownTop) return true;
     if (ip >= g_mallocStart && ip < g_mallocEnd) return true;
     if (!ours) ownTop = false;
@@ -492,6 +497,12 @@ __attribute__((constructor)) static void startRecording(void) {
   g_markEverySeconds = markEvery;
   g_create = (Create)dlsym(RTLD_NEXT, "pthread_create");
   dl_iterate_phdr(findOwnText, NULL);
+  unw_proc_info_t threadStart;
+  if (unw_get_proc_info_by_ip(unw_local_addr_space, (unw_word_t)CPerfSampler_threadStartFunction(), &threadStart,
+                              NULL) == 0) {
+    g_threadStartStart = threadStart.start_ip;
+    g_threadStartEnd = threadStart.end_ip;
+  }
   CPerfAlloc_Allocator allocator;
   CPerfAlloc_nextAllocator(&allocator);
   if (allocator.missing) {

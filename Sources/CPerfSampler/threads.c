@@ -108,6 +108,10 @@ static void thread_ends(void *unused) {
 
 static void make_end_key(void) { g_endKeyReady = pthread_key_create(&g_endKey, thread_ends) == 0; }
 
+static void *trampoline(void *argument);
+
+void *CPerfSampler_threadStartFunction(void) { return (void *)trampoline; }
+
 static void *trampoline(void *argument) {
   StartSlot *slot = argument;
   void *(*start)(void *) = slot->start;

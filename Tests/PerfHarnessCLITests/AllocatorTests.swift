@@ -132,4 +132,42 @@ struct AllocatorTests {
       }
     }
   }
+
+  @Test("exit() from a thread the program started, after a malloc there: the report is written, every run")
+  func exitFromAProgramThread() throws {
+    // The thread's bottom frame is the recorder's thread start, which read as the thread
+    // standing inside the recorder: the report was lost as if exit had interrupted malloc
+    // (every run; an async @main program ends so).
+    let directory = try temporaryDirectory()
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let source = directory.appendingPathComponent("exit-thread.c")
+    try Data(
+      """
+      #include <pthread.h>
+      #include <stdlib.h>
+      static void *run(void *unused) {
+        char *volatile block = malloc(100);
+        (void)block;
+        (void)unused;
+        exit(0);
+      }
+      int main(void) {
+        pthread_t thread;
+        pthread_create(&thread, NULL, run, NULL);
+        pthread_join(thread, NULL);
+        return 1;
+      }
+      """.utf8
+    ).write(to: source)
+    let program = directory.appendingPathComponent("exit-thread")
+    try compileC(source, flags: ["-O2", "-lpthread"], to: program)
+    for run in 0..<5 {
+      let output = directory.appendingPathComponent("out-\(run)")
+      let result = try perfharness.run(["record", "--output", output.path, "--", program.path])
+      #expect(result.status == 0, "run \(run): \(result.standardError)")
+      let report = try report(output, "exit-thread")
+      #expect(report["status"] as? String == "passed", "run \(run): \(report["error"] ?? "")")
+      #expect(report["leaks"] is [String: Any], "run \(run)")
+    }
+  }
 }
