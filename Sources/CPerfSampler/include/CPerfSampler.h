@@ -198,7 +198,7 @@ int32_t CPerfSampler_gettid(void);
 
 /// The function every thread started through the pthread_create interposer begins in: the
 /// bottom of its stack is the recorder's code without the thread standing inside it.
-void *_Nonnull CPerfSampler_threadStartFunction(void);
+void *CPerfSampler_threadStartFunction(void);
 /// Now on the clock of samples' timestamps and of startNs/stopNs: CLOCK_MONOTONIC's
 /// scale, read from the TSC after a session's start when the TSC is invariant.
 uint64_t CPerfSampler_nowNs(void);
