@@ -12,9 +12,15 @@
 // address into malloc's caller (the public hooks tail-call the recording functions).
 // Fills `reads` with the (next, ret) word pairs it read, frame by frame (up to
 // STACK_CACHE_FRAMES; *readCount is the number of pairs read, or UINT32_MAX if more),
-// and *hash with the frames' running hash.
+// each word inverted (STACK_CACHE_WORD), and *hash with the frames' running hash.
 #define STACK_CACHE_FRAMES  64
 #define STACK_CACHE_ENTRIES 4
+// The cache keeps the words it read inverted. A "saved frame pointer" is whatever the
+// caller had in rbp, and code built without frame pointers (gcc -O2) keeps data there: a
+// heap block's address, which the cache (TLS, a root to the leak scan) would keep naming
+// after the program dropped it. Inverted, a user-space address (below 2^47) has bit 47 set
+// and names no block; the check compares as cheaply (all ones where equal).
+#define STACK_CACHE_WORD(word) (~(uintptr_t)(word))
 static inline uint32_t captureStack(uintptr_t *frame, uint64_t *out, int maxDepth, uintptr_t (*reads)[2],
                                     uint32_t *readCount, uint64_t *hash) {
   uintptr_t sp = (uintptr_t)frame;
@@ -31,8 +37,8 @@ static inline uint32_t captureStack(uintptr_t *frame, uint64_t *out, int maxDept
     uintptr_t next = ((uintptr_t *)fp)[0];
     uintptr_t ret = ((uintptr_t *)fp)[1];
     if (count < STACK_CACHE_FRAMES) {
-      reads[count][0] = next;
-      reads[count][1] = ret;
+      reads[count][0] = STACK_CACHE_WORD(next);
+      reads[count][1] = STACK_CACHE_WORD(ret);
     }
     count++;
     if (ret < 4096) break;
@@ -71,15 +77,16 @@ static inline bool stackCacheMatches(const StackCacheEntry *e, uintptr_t start) 
   uintptr_t fp = start;
   uint32_t n = e->readCount;
   // A frame's two words and the entry's pair are 16 bytes each: one compare per frame
-  // (the check is most of what a full-stack allocation costs at depth).
-  __m128i diff = _mm_setzero_si128();
+  // (the check is most of what a full-stack allocation costs at depth). A live word and
+  // its kept inversion XOR to all ones.
+  __m128i same = _mm_set1_epi32(-1);
   for (uint32_t k = 0; k < n; k++) {
     __m128i live = _mm_loadu_si128((const __m128i *)fp);
     __m128i kept = _mm_loadu_si128((const __m128i *)e->reads[k]);
-    diff = _mm_or_si128(diff, _mm_xor_si128(live, kept));
-    fp = e->reads[k][0];
+    same = _mm_and_si128(same, _mm_xor_si128(live, kept));
+    fp = STACK_CACHE_WORD(e->reads[k][0]);
   }
-  return _mm_movemask_epi8(_mm_cmpeq_epi8(diff, _mm_setzero_si128())) == 0xFFFF;  // SSE2 only
+  return _mm_movemask_epi8(_mm_cmpeq_epi8(same, _mm_set1_epi32(-1))) == 0xFFFF;  // SSE2 only
 }
 
 // The cached stack id for a walk from `frame`, or 0 with *found false.

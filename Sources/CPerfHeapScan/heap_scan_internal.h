@@ -214,8 +214,12 @@ typedef struct {
   const CPerfHeapScan_ArrayStorage *arrayStorage;  // optional, sorted by metadata
   uint64_t arrayStorageCount;
   size_t (*usableSize)(void *);
+  int glibcChunks;  // glibc's malloc: the next chunk's header may lie in a block's last bytes
+  const uint64_t *excludedStarts, *excludedEnds;  // the recorder's own memory: never a root
+  uint64_t excludedCount;
 } Scanner;
 
+/// Marks the blocks the words of [start, end) name, less the recorder's own memory.
 HEAPSCAN_HIDDEN void scan_root_range(Scanner *sc, uint64_t start, uint64_t end, uint8_t mark, int startsOnly);
 /// `layout` (optional) is that of the object whose words start `first` words before `words`.
 HEAPSCAN_HIDDEN void scan_words(Scanner *sc, const uint64_t *words, uint64_t n, uint8_t mark, int checkSnapshot,

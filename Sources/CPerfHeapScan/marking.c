@@ -83,7 +83,22 @@ static inline int stale_root_word(Scanner *sc, uint64_t address, uint64_t raw, i
   return 1;
 }
 
-void scan_root_range(Scanner *sc, uint64_t start, uint64_t end, uint8_t mark, int startsOnly) {
+/// Whether `v`, inside block `b`'s requested bytes, names the block: its start, or one of its
+/// own bytes. glibc puts the next chunk's header right after a chunk's usable bytes, and a
+/// request of 16k + 1 to 16k + 8 bytes gets a chunk whose next header (its first word, the
+/// previous chunk's size, unused while this one is in use) lies in the block's last 1-8
+/// bytes: at start + max(16, (size + 7) & ~15). A word naming that header is malloc's name for
+/// the next chunk (arenas, bins and allocator code name chunks by their header), not a
+/// pointer into this block: read as one, it kept a malloc(2500) reachable. As LeakSanitizer
+/// counts a pointer into the block's requested bytes, less those malloc's next header holds.
+static inline int names_block(const Scanner *sc, const CPerfHeapScan_Block *b, uint64_t v) {
+  uint64_t offset = v - block_start(b), size = block_size(b);
+  if (offset == 0 || !sc->glibcChunks) return 1;
+  uint64_t nextHeader = (size + 7) & ~15ull;
+  return offset < (nextHeader > 16 ? nextHeader : 16);
+}
+
+static void scan_root_words(Scanner *sc, uint64_t start, uint64_t end, uint8_t mark, int startsOnly) {
   const Index *ix = sc->ix;
   start = (start + 7) & ~7ull;
   end &= ~7ull;
@@ -91,11 +106,27 @@ void scan_root_range(Scanner *sc, uint64_t start, uint64_t end, uint8_t mark, in
     uint64_t v = *(const volatile uint64_t *)a & POINTER_MASK;
     if (v - ix->minStart >= ix->maxEnd - ix->minStart) continue;
     int64_t b = index_find(ix, v);
-    if (b >= 0 && startsOnly && v != block_start(&ix->blocks[b])) continue;
-    if (b >= 0 && !(sc->marks[b] & CPerfHeapScan_MarkFreed)) {
+    if (b < 0 || (startsOnly && v != block_start(&ix->blocks[b])) || !names_block(sc, &ix->blocks[b], v)) continue;
+    if (!(sc->marks[b] & CPerfHeapScan_MarkFreed)) {
       if (sc->rootSources && !sc->rootSources[b]) sc->rootSources[b] = a;
       sc->marks[b] |= mark;
     }
+  }
+}
+
+void scan_root_range(Scanner *sc, uint64_t start, uint64_t end, uint8_t mark, int startsOnly) {
+  while (start < end) {
+    // The first excluded range overlapping what is left cuts it.
+    uint64_t cutStart = end, cutEnd = end;
+    for (uint64_t i = 0; i < sc->excludedCount; i++) {
+      uint64_t from = sc->excludedStarts[i] > start ? sc->excludedStarts[i] : start, to = sc->excludedEnds[i];
+      if (to > start && from < cutStart) {
+        cutStart = from;
+        cutEnd = to;
+      }
+    }
+    scan_root_words(sc, start, cutStart, mark, startsOnly);
+    start = cutEnd;
   }
 }
 
@@ -116,7 +147,7 @@ void scan_words(Scanner *sc, const uint64_t *words, uint64_t n, uint8_t mark, in
     uint64_t v = words[i] & POINTER_MASK;
     if (v - ix->minStart >= ix->maxEnd - ix->minStart) continue;
     int64_t b = index_find(ix, v);
-    if (b >= 0 && !(sc->marks[b] & CPerfHeapScan_MarkFreed)) {
+    if (b >= 0 && !(sc->marks[b] & CPerfHeapScan_MarkFreed) && names_block(sc, &ix->blocks[b], v)) {
       if (layout_excludes(sc, layout, first + i)) {
         sc->layoutWords++;
         continue;
@@ -235,7 +266,7 @@ void scan_blocks(Scanner *sc) {
       uint32_t flags = 0;
       if (v != block_start(&blocks[b])) {
         if ((uint64_t)b == i) continue;  // interior self-pointer (e.g. dictionary storage)
-        if (inside_swift_object(&blocks[b], v)) continue;
+        if (inside_swift_object(&blocks[b], v) || !names_block(sc, &blocks[b], v)) continue;
         flags |= CPerfHeapScan_EdgeInterior;
       }
       if (sc->marks[b] & CPerfHeapScan_MarkSideTable) flags |= CPerfHeapScan_EdgeWeak;

@@ -70,6 +70,12 @@ static int32_t scan_impl(const CPerfHeapScan_Block *blocks, uint64_t count, cons
     sc.layoutCount = options->layoutCount;
     sc.layoutBits = options->layoutBits;
   }
+  sc.glibcChunks = !(options && options->usableSize);
+  if (options && options->recorderMemoryCount && options->recorderMemoryStarts && options->recorderMemoryEnds) {
+    sc.excludedStarts = options->recorderMemoryStarts;
+    sc.excludedEnds = options->recorderMemoryEnds;
+    sc.excludedCount = options->recorderMemoryCount;
+  }
   if (options && options->arrayStorage) {
     sc.arrayStorage = options->arrayStorage;
     sc.arrayStorageCount = options->arrayStorageCount;

@@ -65,6 +65,26 @@ uint64_t CPerfSampler_rangeRules(void) { return atomic_load(&g_rangeRules); }
 uint64_t CPerfSampler_unwindFallbacks(void) { return atomic_load(&g_fallbacks); }
 int32_t CPerfSampler_activeUnwinder(void) { return atomic_load(&g_unwinderActive); }
 
+uint32_t CPerfSampler_ownMemory(uint64_t *starts, uint64_t *ends, uint32_t capacity) {
+  uint64_t ranges[3][2] = {
+      {(uint64_t)(uintptr_t)g_tableStorage, (uint64_t)(uintptr_t)g_tableStorage + sizeof(g_tableStorage)}};
+  uint32_t count = 1;
+  if (g_defer) {
+    ranges[count][0] = (uint64_t)(uintptr_t)g_defer;
+    ranges[count++][1] = (uint64_t)(uintptr_t)g_defer + DEFER_BYTES + DEFER_SLACK;
+  }
+  uint8_t *arena = atomic_load(&g_arena);
+  if (arena) {
+    ranges[count][0] = (uint64_t)(uintptr_t)arena;
+    ranges[count++][1] = (uint64_t)(uintptr_t)arena + g_mappedBytes;
+  }
+  for (uint32_t i = 0; i < count && i < capacity; i++) {
+    starts[i] = ranges[i][0];
+    ends[i] = ranges[i][1];
+  }
+  return count;
+}
+
 // MARK: - Session lifecycle
 
 SAMPLER_HIDDEN void wait_for_handlers(void) {

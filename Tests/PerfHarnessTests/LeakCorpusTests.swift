@@ -344,6 +344,38 @@ extension ProcessWideRecording {
       var value = 0
     }
 
+    /// A block of 16k + 1 to 16k + 8 bytes ends inside the header of glibc's next chunk, whose
+    /// address malloc and its callers hold as the next chunk's name: a root word naming that
+    /// header is no pointer into the block (docs/heap-scan.md), one naming the block's own
+    /// last bytes is. `size` is the malloc request (ManagedBuffer's header is 24 bytes).
+    @Test(arguments: [
+      (size: 2500, offset: 2496, held: false), (size: 2488, offset: 2480, held: false),
+      (size: 2504, offset: 2496, held: false), (size: 2500, offset: 2488, held: true),
+      (size: 2496, offset: 2488, held: true), (size: 2500, offset: 8, held: true),
+    ])
+    func aRootWordNamingTheNextChunksHeader(size: Int, offset: Int, held: Bool) throws {
+      defer { HeapScanCases_setGlobalWord(0) }
+      let count: (LeaksReport) -> Int = { Self.leaked($0, "ChunkHeaderOrphan").values.reduce(0, +) }
+      let report = try Self.record(until: held ? nil : { count($0) == 1 }) {
+        Self.leaveNamedInsideGlobally(size: size, offset: offset)
+      }
+      #expect(count(report) == (held ? 0 : 1), "\(size) B, a global word at +\(offset)")
+      if !held {
+        let bytes = report.rootLeaks.filter { $0.type.contains("ChunkHeaderOrphan") }.map(\.bytes)
+        #expect(bytes == [size], "the orphan is the malloc request it stands for")
+      }
+    }
+
+    final class ChunkHeaderOrphan: ManagedBuffer<Int, UInt8> {}
+
+    /// A new orphan of `size` bytes whose address plus `offset` only a global word holds.
+    @inline(never)
+    static func leaveNamedInsideGlobally(size: Int, offset: Int) {
+      let orphan = ChunkHeaderOrphan.create(minimumCapacity: size - 24) { _ in 0 }
+      let address = UInt(bitPattern: Unmanaged.passRetained(orphan).toOpaque())
+      HeapScanCases_setGlobalWord(UInt64(address) + UInt64(offset))
+    }
+
     /// A new orphan whose address only the .rodata word holds.
     @inline(never)
     static func leaveInRodata() {

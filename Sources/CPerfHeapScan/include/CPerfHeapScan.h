@@ -177,6 +177,13 @@ typedef struct CPerfHeapScan_Options {
   /// malloc_usable_size, which must take no lock: it is called while the other threads are
   /// parked). NULL: glibc's, whose chunk header before the block is read instead.
   size_t (*usableSize)(void *);
+  /// Optional: the recorder's own memory, [starts[i], ends[i]) for i < recorderMemoryCount
+  /// (the Time Profiler's tables and buffers, CPerfSampler_ownMemory): never a root, in a
+  /// writable segment, a thread's stack mapping or TLS alike. It holds copies of the
+  /// program's registers and stack words, which keep naming blocks the program dropped.
+  const uint64_t *recorderMemoryStarts;
+  const uint64_t *recorderMemoryEnds;
+  uint64_t recorderMemoryCount;
 } CPerfHeapScan_Options;
 
 /// One of a result's mmap'd arrays. The caller may take one over (and later munmap

@@ -154,6 +154,14 @@ int32_t CPerfSampler_threadAt(int32_t index, CPerfSampler_ThreadInfo *info);
 /// Frees the arena and the thread table; a new session may start afterwards.
 void CPerfSampler_release(void);
 
+/// The sampler's own memory that holds words copied from the sampled threads: its tables
+/// (each thread's last walk keeps the rbp it met in every frame, which code built without
+/// frame pointers uses for data, such as a heap address), the deferred samples' copies of
+/// registers and stacks, and the sample arena. Writes up to `capacity` ranges as
+/// [starts[i], ends[i]) and returns how many there are. A leak scan reads none of them as
+/// a root: what they hold is no reference of the program's.
+uint32_t CPerfSampler_ownMemory(uint64_t *starts, uint64_t *ends, uint32_t capacity);
+
 /// Which unwinder the handler uses, read at the next CPerfSampler_start:
 ///   0 auto (default): the fast path (per-PC unwind rules learned from libunwind, cached
 ///     process-wide, applied to the interrupted stack within its mapped bounds), falling

@@ -108,3 +108,7 @@ uint64_t HeapScanCases_globalWordsEqualTo(uint64_t value) {
   dl_iterate_phdr(searchSegments, &search);
   return search.found;
 }
+
+static volatile uint64_t g_globalWord;
+
+void HeapScanCases_setGlobalWord(uint64_t word) { g_globalWord = word; }

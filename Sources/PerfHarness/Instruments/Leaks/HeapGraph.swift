@@ -1,5 +1,6 @@
 import CPerfAlloc
 import CPerfHeapScan
+import CPerfSampler
 
 #if canImport(Glibc)
   import Glibc
@@ -283,8 +284,13 @@ struct HeapGraph {
       snapshot: nil, freedSinceListing: options.leavesOutFreedBlocks ? CPerfAlloc_watchedFrees : nil,
       layouts: nil, layoutCount: UInt64(layouts.entries.count), layoutBits: nil, arrayStorage: nil,
       arrayStorageCount: 0,
-      usableSize: foreignUsableSize()
+      usableSize: foreignUsableSize(), recorderMemoryStarts: nil, recorderMemoryEnds: nil, recorderMemoryCount: 0
     )
+    // The Time Profiler's tables and buffers copy the program's registers and stack words:
+    // no root (see CPerfSampler_ownMemory).
+    var recorderStarts = [UInt64](repeating: 0, count: 4)
+    var recorderEnds = [UInt64](repeating: 0, count: 4)
+    let recorderCount = min(Int(CPerfSampler_ownMemory(&recorderStarts, &recorderEnds, 4)), 4)
     var result = CPerfHeapScan_Result()
     let status = withExtendedLifetime(options.snapshot) {
       withUnsafePointer(to: options.snapshot?.raw ?? CPerfHeapScan_Snapshot()) { snapshot in
@@ -296,14 +302,21 @@ struct HeapGraph {
             return arrayTypes.withUnsafeBufferPointer { arrayTypes in
               cOptions.arrayStorage = arrayTypes.baseAddress
               cOptions.arrayStorageCount = UInt64(arrayTypes.count)
-              if let copy {
-                return copy.withUnsafeBufferPointer { buffer in
-                  CPerfHeapScan_scan(buffer.baseAddress, UInt64(buffer.count), &cOptions, &result)
-                }
-              }
-              return blocks.withUnsafeBufferPointer { listed in
-                listed.withMemoryRebound(to: CPerfHeapScan_Block.self) { buffer in
-                  CPerfHeapScan_scan(buffer.baseAddress, UInt64(buffer.count), &cOptions, &result)
+              return recorderStarts.withUnsafeBufferPointer { starts in
+                recorderEnds.withUnsafeBufferPointer { ends in
+                  cOptions.recorderMemoryStarts = starts.baseAddress
+                  cOptions.recorderMemoryEnds = ends.baseAddress
+                  cOptions.recorderMemoryCount = UInt64(recorderCount)
+                  if let copy {
+                    return copy.withUnsafeBufferPointer { buffer in
+                      CPerfHeapScan_scan(buffer.baseAddress, UInt64(buffer.count), &cOptions, &result)
+                    }
+                  }
+                  return blocks.withUnsafeBufferPointer { listed in
+                    listed.withMemoryRebound(to: CPerfHeapScan_Block.self) { buffer in
+                      CPerfHeapScan_scan(buffer.baseAddress, UInt64(buffer.count), &cOptions, &result)
+                    }
+                  }
                 }
               }
             }

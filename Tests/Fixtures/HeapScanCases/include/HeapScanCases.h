@@ -17,6 +17,9 @@ int HeapScanCases_release(void *_Nullable handle);
 /// the leak scan reads as global roots) hold `value`.
 uint64_t HeapScanCases_globalWordsEqualTo(uint64_t value);
 
+/// Writes `word` into a global of this image's data (0 clears it): a root the scan reads.
+void HeapScanCases_setGlobalWord(uint64_t word);
+
 /// Writes `word` into a section named .rodata of this image's writable segment (0 clears it).
 void HeapScanCases_setRodataWord(uint64_t word);
 
