@@ -2,6 +2,7 @@
 // CLI as `perfharness` (a child process per case, every block tracked from its start).
 // `make test` builds it in release; LeakCorpusReleaseTests checks its verdicts, so the
 // corpus has no false positive or negative in an optimized build either.
+import Foundation
 import LeakCorpusCases
 import PerfHarness
 import PerfHarnessCLI
@@ -12,6 +13,23 @@ func corpusCase(_ name: String, _ summary: String, _ body: @escaping @Sendable (
 
 // Before any recording starts (in every case's process): a C table of dangling pointers.
 LeakCorpus.prepareDanglingPointers()
+
+// raw-buffers: RAW_BUFFERS_COUNT blocks (11) of RAW_BUFFERS_SIZE bytes (2500) lost. With
+// RAW_BUFFERS_LIBRARY, a build of Tests/Fixtures/RawBuffersC/raw_buffers.c (cc with the flags
+// under test, -DRAW_BUFFERS_LIBRARY) loses them as RAW_BUFFERS_SHAPE says (plain, rbp, rbx);
+// without it, Swift does (RawBuffers.lose). The library is loaded here, before any recording:
+// what ld.so allocates for it is no block of the scenario's.
+let rawBuffersSettings = ProcessInfo.processInfo.environment
+let rawBuffersCount = rawBuffersSettings["RAW_BUFFERS_COUNT"].flatMap { Int($0) } ?? 11
+let rawBuffersSize = rawBuffersSettings["RAW_BUFFERS_SIZE"].flatMap { Int($0) } ?? 2500
+let rawBuffersShape = rawBuffersSettings["RAW_BUFFERS_SHAPE"] ?? "plain"
+typealias RawBuffersLose = @convention(c) (UnsafePointer<CChar>, Int32, Int, UInt) -> Int
+let rawBuffersLose: RawBuffersLose? = rawBuffersSettings["RAW_BUFFERS_LIBRARY"].map { path in
+  guard let library = dlopen(path, RTLD_NOW), let symbol = dlsym(library, "RawBuffers_lose") else {
+    fatalError("RAW_BUFFERS_LIBRARY \(path): \(dlerror().map { String(cString: $0) } ?? "not loaded")")
+  }
+  return unsafeBitCast(symbol, to: RawBuffersLose.self)
+}
 
 let scenarios = [
   corpusCase("two-object-cycle", "A and B point at each other", LeakCorpus.twoObjectCycle),
@@ -37,6 +55,13 @@ let scenarios = [
     "cycles-behind-dangling-pointers", "a C table older than the recording points where the cycles get allocated",
     LeakCorpus.cyclesBehindDanglingPointers),
   corpusCase("many-cycles", "\(LeakCorpus.manyCount) identical two-object cycles", LeakCorpus.manyCycles),
+  corpusCase("raw-buffers", "raw buffers lost (RAW_BUFFERS_COUNT, _SIZE; _LIBRARY, _SHAPE: from C)") {
+    if let rawBuffersLose {
+      _ = rawBuffersLose(rawBuffersShape, Int32(rawBuffersCount), rawBuffersSize, 20_000_000)
+    } else {
+      RawBuffers.lose(count: rawBuffersCount, size: rawBuffersSize)
+    }
+  },
   // A leak check before anything leaked, then one at each mark (--leak-check-at-marks); the
   // labels are heap strings (over 15 bytes), which must not read as leaks.
   Scenario(

@@ -275,3 +275,15 @@ public enum RetainedRegistry {
     records = (0..<100).map { _ in RetainedRecord() }
   }
 }
+
+/// Raw heap buffers a program loses (`UnsafeMutableRawPointer.allocate`, malloc underneath):
+/// root leaks, each a block of its own. Sizes of 16k + 1 to 16k + 8 bytes end inside the
+/// header glibc puts before the next chunk (docs/heap-scan.md).
+public enum RawBuffers {
+  @inline(never) public static func lose(count: Int, size: Int) {
+    for index in 0..<count {
+      let buffer = UnsafeMutableRawPointer.allocate(byteCount: size, alignment: 8)
+      buffer.initializeMemory(as: UInt8.self, repeating: UInt8(truncatingIfNeeded: index + 1), count: size)
+    }
+  }
+}

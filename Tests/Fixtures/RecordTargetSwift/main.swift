@@ -2,10 +2,11 @@
 // `perfharness record`'s tests: it leaks a retain cycle, grows a cache for a while, and
 // exits with the status it is asked for.
 //   record-target-swift [--seconds S] [--exit-status N] [--crash] [--leak-shape NAME N]
-//                       [--ignore-term] [--say TEXT]
+//                       [--raw-buffers N SIZE] [--ignore-term] [--say TEXT]
 // --crash: a failed force-unwrap once the cache is filled (the Swift runtime traps).
 // --leak-shape: also leaks N instances of a shape of the leaks corpus (LeakShapes.byScenario;
 // the corpus is plain Swift, no perfharness in it).
+// --raw-buffers: also loses N raw buffers of SIZE bytes (RawBuffers.lose).
 // --ignore-term: SIGTERM is ignored, as a server with a drain of its own may.
 // --say: prints TEXT on stdout at the start.
 import Foundation
@@ -30,6 +31,7 @@ var seconds = 1.0
 var exitStatus: Int32 = 0
 var crashes = false
 var leakShape: (make: @Sendable (Int) -> Void, count: Int)?
+var rawBuffers: (count: Int, size: Int)?
 var arguments = CommandLine.arguments.dropFirst()
 while let argument = arguments.popFirst() {
   switch argument {
@@ -43,6 +45,12 @@ while let argument = arguments.popFirst() {
       exit(64)
     }
     leakShape = (make, count)
+  case "--raw-buffers":
+    guard let count = Int(arguments.popFirst() ?? ""), let size = Int(arguments.popFirst() ?? ""), size > 0 else {
+      FileHandle.standardError.write(Data("--raw-buffers needs a count and a size in bytes\n".utf8))
+      exit(64)
+    }
+    rawBuffers = (count, size)
   case "--ignore-term": signal(SIGTERM, SIG_IGN)
   case "--say": print(arguments.popFirst() ?? "")
   default:
@@ -69,6 +77,7 @@ var cache: [Int: Thumbnail] = [:]
 makeCycle()
 published = nil
 if let leakShape { for step in 0..<leakShape.count { leakShape.make(step) } }
+if let rawBuffers { RawBuffers.lose(count: rawBuffers.count, size: rawBuffers.size) }
 let start = Date()
 var key = 0
 while Date().timeIntervalSince(start) < seconds {
