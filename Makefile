@@ -16,7 +16,7 @@ ARGS ?=
 
 ## help: this list: each target and the first line of its `##` comment.
 help:
-	@grep -E '^## [a-z-]+:' $(MAKEFILE_LIST) | sed -E 's/^## ([a-z-]+): */  \1\t/' | expand -t 16
+	@grep -E '^## [a-z-]+:' $(MAKEFILE_LIST) | sed -E 's/^## ([a-z-]+): *(.*)/\1\t\2/' | awk -F '\t' '{ printf "  %-18s %s\n", $$1, $$2 }'
 
 ## setup: install the missing system packages, resolve the Swift packages (idempotent).
 ##   apt-get as root, sudo otherwise (asking for the password on a terminal), and a clear
