@@ -147,15 +147,21 @@ extension BuiltBinary {
 }
 
 /// A fresh temporary directory, removed by the caller.
+/// Whether `compiler` builds the C file `source` into `output` with `flags` (after the
+/// source, so libraries link): the toolchain's clang unless a test asks for Debian's cc.
+func buildsC(_ source: URL, flags: [String], to output: URL, compiler: String = "clang") -> Bool {
+  let process = Process()
+  process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+  process.arguments = [compiler, source.path, "-o", output.path] + flags
+  guard (try? process.run()) != nil else { return false }
+  process.waitUntilExit()
+  return process.terminationStatus == 0
+}
+
 /// Builds the C file `source` into `output` with the toolchain's clang (CI has no other
 /// compiler) and `flags`.
 func compileC(_ source: URL, flags: [String], to output: URL) throws {
-  let clang = Process()
-  clang.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-  clang.arguments = ["clang", source.path, "-o", output.path] + flags
-  try clang.run()
-  clang.waitUntilExit()
-  try #require(clang.terminationStatus == 0, "clang could not build \(source.lastPathComponent) \(flags)")
+  try #require(buildsC(source, flags: flags, to: output), "clang could not build \(source.lastPathComponent) \(flags)")
 }
 
 func temporaryDirectory() throws -> URL {

@@ -41,12 +41,7 @@ struct RawBufferLeakTests {
 
   /// Debian's cc (gcc, a test package of `make test`), as a user builds a C program.
   static func compile(_ flags: [String], to output: URL) -> Bool {
-    let cc = Process()
-    cc.executableURL = URL(fileURLWithPath: "/usr/bin/cc")
-    cc.arguments = flags + [fixture.path, "-o", output.path]
-    guard (try? cc.run()) != nil else { return false }
-    cc.waitUntilExit()
-    return cc.terminationStatus == 0
+    buildsC(fixture, flags: flags, to: output, compiler: "cc")
   }
 
   /// The instrument sets a user picks: the default (time, allocations, leaks) and without the
