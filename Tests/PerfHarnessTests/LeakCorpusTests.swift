@@ -374,7 +374,12 @@ extension ProcessWideRecording {
     /// A new orphan of `size` bytes whose address plus `offset` only a global word holds.
     @inline(never)
     static func leaveNamedInsideGlobally(size: Int, offset: Int) {
-      let orphan = ChunkHeaderOrphan.create(minimumCapacity: size - 24) { _ in 0 }
+      // Zeroed: a reused chunk's stale words can name the block itself, and the orphan then
+      // shows as a one-node cycle with no size of its own (2 runs of 3 in a row once).
+      let orphan = ChunkHeaderOrphan.create(minimumCapacity: size - 24) { buffer in
+        buffer.withUnsafeMutablePointerToElements { $0.initialize(repeating: 0, count: buffer.capacity) }
+        return 0
+      }
       let address = UInt(bitPattern: Unmanaged.passRetained(orphan).toOpaque())
       HeapScanCases_setGlobalWord(UInt64(address) + UInt64(offset))
     }
