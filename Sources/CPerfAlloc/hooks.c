@@ -227,11 +227,10 @@ __attribute__((noinline)) static void *reallocRecording(void *pointer, size_t si
   uint64_t oldKey = tracked ? categoryKey(pointer, &old) : 0;
   // What the block held before: the rest is uninitialized, i.e. stale words of freed
   // blocks, which a leak scan would read as pointers to whatever now lives at those
-  // addresses (realloc(NULL, n) included: it is a malloc).
-  size_t oldSize = !pointer                  ? 0
-                   : taken != TAKE_UNTRACKED ? (size_t)old.size
-                   : g_zeroNewBlocks         ? malloc_usable_size(pointer)
-                                             : 0;
+  // addresses (realloc(NULL, n) included: it is a malloc). The block's usable size, not
+  // its request: a program may use every usable byte (Swift sizes its buffers' capacity
+  // with malloc_usable_size) and realloc keeps them all.
+  size_t oldSize = pointer && g_zeroNewBlocks ? NEXT(usableSize)(pointer) : 0;
   void *p = NEXT(realloc)(pointer, size);
   if (!p && size != 0 && pointer) {
     if (taken != TAKE_UNTRACKED) putBack(pointer, &old);  // failed: the old block is untouched

@@ -38,4 +38,20 @@ struct StopRecordingTests {
       #expect(names.contains { $0.contains("burnCPU") }, "\(instruments)")
     }
   }
+
+  @Test(
+    "realloc keeps every usable byte of the old block, under each instrument set",
+    arguments: ["allocations,leaks", "time,allocations,leaks", "allocations"])
+  func reallocKeepsTheUsableBytes(instruments: String) throws {
+    // A program may use every byte malloc_usable_size gives (Swift sizes its buffers so),
+    // and glibc's realloc keeps them. With the leaks instrument new bytes are zeroed, from
+    // what was taken to be the old block's end: its request, so bytes 20-23 of a block of
+    // 20 (24 usable) were lost.
+    let directory = try temporaryDirectory()
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let result = try fixtures.run([
+      "scenario", "realloc-usable-bytes", "--instruments", instruments, "--output", directory.path,
+    ])
+    #expect(result.status == 0, "\(instruments): \(result.standardError)")
+  }
 }

@@ -14,6 +14,9 @@ final class SurvivingFixtureObject {
 
 nonisolated(unsafe) var survivors: [SurvivingFixtureObject] = []
 
+/// glibc's malloc_usable_size (malloc.h is not in Glibc's module).
+@_silgen_name("malloc_usable_size") func usableSize(_ block: UnsafeMutableRawPointer) -> Int
+
 /// How long the process `leaves-a-process` starts lives: an odd figure, so the test finds
 /// it by its command line.
 let orphanSleepSeconds = "117.25"
@@ -225,6 +228,22 @@ let scenarios = [
       print("stdout line \(index)")
       fflush(nil)  // every output stream: stdout is a pipe here, so fully buffered
       FileHandle.standardError.write(Data("stderr line \(index)\n".utf8))
+    }
+  },
+  Scenario(
+    "realloc-usable-bytes", summary: "fills each block's usable bytes, reallocs it, checks them",
+    variants: [.starter], defaultIterations: 1
+  ) { context in
+    try context.step("realloc") {
+      for request in stride(from: 1, to: 600, by: 7) {
+        var block = malloc(request)!.assumingMemoryBound(to: UInt8.self)
+        let usable = usableSize(block)
+        block.initialize(repeating: 0xAB, count: usable)
+        block = realloc(block, usable * 3 + 100)!.assumingMemoryBound(to: UInt8.self)
+        let kept = (0..<usable).allSatisfy { block[$0] == 0xAB }
+        free(block)
+        if !kept { throw ScenarioFailure() }
+      }
     }
   },
   Scenario("completes", summary: "does a little work", variants: [.starter], defaultIterations: 1) { context in
