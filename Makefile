@@ -122,12 +122,14 @@ stress: setup
 	$(SWIFT) build --product PerfHarnessPreload
 	scripts/stress.sh .build/debug
 
-## lint: swift-format for Swift; clang-format (.clang-format, Debian's clang-format) for C.
+## lint: swift-format for Swift; clang-format (.clang-format, Debian's clang-format) for C,
+##   and the C sources compiled with -Wall -Wextra -Werror (scripts/check-c-warnings.sh).
 C_SOURCES = $(wildcard Sources/C*/*.c Sources/C*/*.h Sources/C*/include/*.h Tests/Fixtures/*/*.c Tests/Fixtures/*/include/*.h)
-lint:
+lint: system-packages
 	@$(MAKE) --no-print-directory system-packages SYSTEM_PACKAGES=clang-format
 	$(SWIFT) format lint --recursive --strict Sources Scenarios Tests Examples
 	clang-format --dry-run --Werror $(C_SOURCES)
+	scripts/check-c-warnings.sh
 
 clean:
 	rm -rf .build

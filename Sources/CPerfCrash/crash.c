@@ -71,6 +71,7 @@ static int refaults(int sig, const siginfo_t *info) {
 }
 
 static void handler(int sig, siginfo_t *info, void *context) {
+  (void)context;  // SA_SIGINFO's signature: the reporter reads the stack itself
   int savedErrno = errno;
   int tid = current_tid();
   int isMain = tid == getpid();

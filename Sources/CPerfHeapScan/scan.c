@@ -108,7 +108,7 @@ static int32_t scan_impl(const CPerfHeapScan_Block *blocks, uint64_t count, cons
     result->rootSources = map_bytes(round_page(count * sizeof(uint64_t)));
     sc.rootSources = result->rootSources;
   }
-  PopulateJob populate = {{0}};
+  PopulateJob populate = {0};
   pthread_t populator;
   int populating = 0;
   if (count >= POPULATE_MIN_BLOCKS) {
