@@ -106,7 +106,9 @@ struct ReportCommand: ParsableCommand {
       return
     }
     let options = try parsedOptions()
-    let tree = CallTree(profile: timeProfile.profile, options: options)
+    let tree = CallTree(
+      profile: timeProfile.profile, options: options,
+      pruning: CallTreePruning(minimumFraction: minPercent / 100, maxDepth: depth))
     print(
       "Call tree (\(options.enabledOptionNames.isEmpty ? "no options" : options.enabledOptionNames.joined(separator: ", "))):"
     )

@@ -1,4 +1,5 @@
 import Foundation
+import PerfBenchSupport
 import Testing
 
 @testable import PerfHarness
@@ -190,6 +191,45 @@ private func smallProfile() -> Profile {
 
       """
     #expect(CallTreeText.renderTopFunctions(functions, limit: 2) == expected)
+  }
+
+  static let everyOption: [CallTreeOptions] = (0..<32).map { bits in
+    CallTreeOptions(
+      separateByThread: bits & 1 != 0, invert: bits & 2 != 0, hideSystemLibraries: bits & 4 != 0,
+      flattenRecursion: bits & 8 != 0, topFunctions: bits & 16 != 0)
+  }
+
+  /// A tree built only as deep and as heavy as a view shows prints as the whole tree does,
+  /// under every option: on random-walk stacks most rows are light and deep, and the pruned
+  /// build leaves them out (a 222 MB report's summary held 1.2 GB of rows before).
+  static let randomWalks = try? HTMLReport.syntheticReport(samples: 1_000, stackDepth: 16, allocations: 1_000)
+    .timeProfile?.profile
+
+  @Test(arguments: everyOption)
+  func aPrunedTreePrintsAsTheWholeTree(options: CallTreeOptions) throws {
+    let profile = try #require(Self.randomWalks)
+    let whole = CallTree(profile: profile, options: options)
+    for (depth, percent, top) in [(12, 0.5, nil), (4, 5.0, 3), (1, 1.0, nil), (30, 0.0, nil), (6, 2.0, 1)] as [(Int, Double, Int?)] {
+      let pruned = CallTree(
+        profile: profile, options: options, pruning: CallTreePruning(minimumFraction: percent / 100, maxDepth: depth))
+      #expect(
+        CallTreeText.render(pruned, maxDepth: depth, minPercent: percent, topN: top)
+          == CallTreeText.render(whole, maxDepth: depth, minPercent: percent, topN: top),
+        "depth \(depth), \(percent)%, top \(top ?? 0)")
+      if percent > 0 && depth < 16 {
+        #expect(Self.rows(pruned.roots) < Self.rows(whole.roots), "nothing was left out")
+      }
+    }
+  }
+
+  static func rows(_ nodes: [CallTreeNode]) -> Int {
+    var count = 0
+    var work = nodes
+    while let node = work.popLast() {
+      count += 1
+      work += node.children
+    }
+    return count
   }
 }
 

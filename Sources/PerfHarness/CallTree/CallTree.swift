@@ -91,7 +91,12 @@ public struct CallTree: Sendable, Codable {
 
   /// Builds the tree of `profile`'s samples on `threads` (indices into
   /// ``Profile/threads``; all when `nil`).
-  public init(profile: Profile, options: CallTreeOptions, threads: Set<Int>? = nil) {
+  ///
+  /// With `pruning`, only the rows a view cut there can show are built: the children of a
+  /// row lighter than its minimum weight, or at its depth, are left out, though the row
+  /// itself is built with its weights. A million-sample profile has millions of rows and a
+  /// printed summary shows a few dozen of them.
+  public init(profile: Profile, options: CallTreeOptions, threads: Set<Int>? = nil, pruning: CallTreePruning? = nil) {
     var transformer = StackTransformer(profile: profile, options: options)
     var path: [Int32] = []
     var tries: [CallTrie] = []
@@ -120,10 +125,13 @@ public struct CallTree: Sendable, Codable {
     }
 
     let functions = transformer.functions
+    // Under Separate by Thread the functions' rows start one level down.
+    let depth = options.separateByThread ? 1 : 0
+    let cut = pruning.map { CallTrie.Cut(minimumWeight: $0.minimumWeight(of: total), maxDepth: $0.maxDepth) }
     func rows(_ trie: CallTrie) -> [CallTreeNode] {
       options.topFunctions
-        ? trie.topFunctionNodes(functions: functions, inverted: options.invert)
-        : trie.nodes(functions: functions, inverted: options.invert)
+        ? trie.topFunctionNodes(functions: functions, inverted: options.invert, cut: cut, depth: depth)
+        : trie.nodes(functions: functions, inverted: options.invert, cut: cut, depth: depth)
     }
     var roots: [CallTreeNode]
     if options.separateByThread {
@@ -145,6 +153,24 @@ public struct CallTree: Sendable, Codable {
     }
     self.init(options: options, totalWeight: total, sampleCount: count, roots: roots)
   }
+}
+
+/// Where a view of a ``CallTree`` stops, so that a build need not make what it would not
+/// show: rows under `minimumFraction` of the tree's total weight show no children, nor do
+/// rows at `maxDepth` (roots are at depth 0, so a row at depth `maxDepth - 1` shows whether
+/// it has children and no more).
+public struct CallTreePruning: Sendable, Hashable {
+  public var minimumFraction: Double
+  public var maxDepth: Int
+
+  public init(minimumFraction: Double, maxDepth: Int) {
+    self.minimumFraction = minimumFraction
+    self.maxDepth = maxDepth
+  }
+
+  /// In milliseconds for a tree of `total`, a shade under the exact product so that a row
+  /// whose share rounds onto the limit is kept whole (keeping more changes nothing shown).
+  func minimumWeight(of total: Double) -> Double { minimumFraction * total * (1 - 1e-9) }
 }
 
 extension CallTreeNode {

@@ -15,6 +15,13 @@ struct CallTrie {
 
   var nodeCount: Int { function.count }
 
+  /// A ``CallTreePruning`` for this trie's total: rows lighter than `minimumWeight` or at
+  /// `maxDepth` get no children.
+  struct Cut {
+    var minimumWeight: Double
+    var maxDepth: Int
+  }
+
   mutating func child(of parent: Int32, function id: Int32) -> Int32 {
     let key = UInt64(UInt32(bitPattern: parent &+ 1)) << 32 | UInt64(UInt32(bitPattern: id))
     let node = edges.findOrInsert(key, Int32(function.count))
@@ -59,8 +66,10 @@ struct CallTrie {
 
   /// The ordinary call tree. Self is the weight of samples whose leaf frame is the node: the
   /// path's end, or, inverted, the root (the leaf comes first).
-  func nodes(functions: [ProfileFunction], inverted: Bool) -> [CallTreeNode] {
-    build(functions: functions) { node, isRoot in
+  func nodes(functions: [ProfileFunction], inverted: Bool, cut: Cut? = nil, depth: Int = 0)
+    -> [CallTreeNode]
+  {
+    build(functions: functions, cut: cut, depth: depth) { node, isRoot in
       inverted ? (isRoot ? total[node] : 0) : end[node]
     }
   }
@@ -68,7 +77,9 @@ struct CallTrie {
   /// Top Functions: each function's subtrees from its first occurrence in every path, merged
   /// under one root. Merging whole subtrees of the unique-path trie (rather than re-inserting
   /// every sample once per function) keeps the cost proportional to distinct stacks.
-  func topFunctionNodes(functions: [ProfileFunction], inverted: Bool) -> [CallTreeNode] {
+  func topFunctionNodes(
+    functions: [ProfileFunction], inverted: Bool, cut: Cut? = nil, depth: Int = 0
+  ) -> [CallTreeNode] {
     let (firstChild, nextSibling, roots) = links()
     var top = CallTrie()
     var active = [Int32](repeating: 0, count: functions.count)
@@ -111,7 +122,7 @@ struct CallTrie {
         leafWeight[Int(function[node])] += end[node]
       }
     }
-    return top.build(functions: functions) { node, isRoot in
+    return top.build(functions: functions, cut: cut, depth: depth) { node, isRoot in
       isRoot ? leafWeight[Int(top.function[node])] : (inverted ? 0 : top.end[node])
     }
   }
@@ -119,10 +130,28 @@ struct CallTrie {
   /// Converts to nested values bottom-up without recursion (stacks can be thousands deep
   /// without Flatten Recursion): children always have higher indices than their parent.
   /// Children are ordered on the flat arrays first so each array is allocated once, exactly sized.
+  /// Which nodes a pruned build makes, and which of those get their children: parents come
+  /// before their children in the trie, so one pass in index order decides every node.
+  private func kept(_ cut: Cut, rootDepth: Int) -> (made: [Bool], expanded: [Bool]) {
+    var made = [Bool](repeating: false, count: nodeCount)
+    var expanded = [Bool](repeating: false, count: nodeCount)
+    var depth = [Int32](repeating: 0, count: nodeCount)
+    for node in 0..<nodeCount {
+      let p = Int(parent[node])
+      made[node] = p < 0 || expanded[p]
+      guard made[node] else { continue }
+      depth[node] = p < 0 ? Int32(rootDepth) : depth[p] + 1
+      expanded[node] = total[node] >= cut.minimumWeight && Int(depth[node]) < cut.maxDepth
+    }
+    return (made, expanded)
+  }
+
   private func build(
-    functions: [ProfileFunction], selfWeight: (_ node: Int, _ isRoot: Bool) -> Double
+    functions: [ProfileFunction], cut: Cut? = nil, depth rootDepth: Int = 0,
+    selfWeight: (_ node: Int, _ isRoot: Bool) -> Double
   ) -> [CallTreeNode] {
     let (firstChild, nextSibling, rootIndices) = links()
+    let (made, expanded) = cut.map { kept($0, rootDepth: rootDepth) } ?? ([], [])
     let templates = functions.map {
       CallTreeNode(
         name: $0.name, module: $0.module, isApp: $0.isApp, file: $0.file, line: $0.line,
@@ -138,8 +167,9 @@ struct CallTrie {
     var built = [CallTreeNode?](repeating: nil, count: nodeCount)
     var order: [Int32] = []
     for node in stride(from: nodeCount - 1, through: 0, by: -1) {
+      if cut != nil && !made[node] { continue }
       order.removeAll(keepingCapacity: true)
-      var child = firstChild[node]
+      var child = cut == nil || expanded[node] ? firstChild[node] : -1
       while child >= 0 {
         order.append(child)
         child = nextSibling[Int(child)]

@@ -53,7 +53,9 @@ public enum TimeProfileText {
       lines += table.split(separator: "\n", omittingEmptySubsequences: false).filter { !$0.isEmpty }.map { "    " + $0 }
     }
     if callTreeDepth > 0, let main = profile.profile.threads.firstIndex(where: \.isMain) {
-      let tree = CallTree(profile: profile.profile, options: .init(hideSystemLibraries: true), threads: [main])
+      let tree = CallTree(
+        profile: profile.profile, options: .init(hideSystemLibraries: true), threads: [main],
+        pruning: CallTreePruning(minimumFraction: 0.05, maxDepth: callTreeDepth))
       if !tree.roots.isEmpty {
         lines.append("  Call tree of the Main Thread (Hide System Libraries; rows under 5% folded):")
         let text = CallTreeText.render(tree, maxDepth: callTreeDepth, minPercent: 5, topN: 3)
