@@ -89,7 +89,8 @@ let package = Package(
     .executableTarget(name: "bench-sampling-floor", dependencies: ["CBenchSampling"]),
     // Scenarios that crash or hang, for the robustness tests.
     .executableTarget(
-      name: "perfharness-fixtures", dependencies: ["PerfHarnessCLI", "PerfHarness"], path: "Tests/Fixtures/Scenarios"),
+      name: "perfharness-fixtures", dependencies: ["PerfHarnessCLI", "PerfHarness", "AsyncChainCases"],
+      path: "Tests/Fixtures/Scenarios"),
     // The leaks corpus: shared by the in-process tests and an executable that runs each
     // case as a scenario (built in release by `make test`, checked by a test).
     .target(name: "LeakCorpusCases", path: "Tests/Fixtures/LeakCorpusCases"),
@@ -101,6 +102,8 @@ let package = Package(
     .target(name: "HeapScanCases", path: "Tests/Fixtures/HeapScanCases"),
     // Code the sampler's unwinder must handle as libunwind does (a leaf without an FDE).
     .target(name: "UnwindCases", path: "Tests/Fixtures/UnwindCases"),
+    // An async call chain for the sampler's logical chains (a scenario and a recorded program).
+    .target(name: "AsyncChainCases", path: "Tests/Fixtures/AsyncChainCases"),
     .executableTarget(
       name: "perfharness-leak-corpus", dependencies: ["PerfHarnessCLI", "PerfHarness", "LeakCorpusCases"],
       path: "Tests/Fixtures/LeakCorpus"),
@@ -120,7 +123,8 @@ let package = Package(
 
     // Programs that know nothing of perfharness, for `perfharness record`'s tests.
     .executableTarget(
-      name: "record-target-swift", dependencies: ["LeakCorpusCases"], path: "Tests/Fixtures/RecordTargetSwift"),
+      name: "record-target-swift", dependencies: ["LeakCorpusCases", "AsyncChainCases"],
+      path: "Tests/Fixtures/RecordTargetSwift"),
     .executableTarget(name: "record-target-c", path: "Tests/Fixtures/RecordTargetC"),
 
     // The sample app (a headless model of the Instruments tutorial's app) and its scenarios.

@@ -34,8 +34,8 @@ typedef struct DeferEntry {
   uint32_t prefixCount;  // frames before the miss
   uint32_t checkCount;   // verify mode: libunwind's frames
   uint32_t leaf;
-  uint32_t suffixCount;  // frames of the thread's last walk that finish this one
-  uint32_t unused;
+  uint32_t suffixCount;             // frames of the thread's last walk that finish this one
+  uint32_t chainCount;              // the task's logical frames, read in the handler
   uint64_t ip, sp, bp, high;        // at the miss
   uint64_t copyEnd;                 // the copy holds [sp - below, copyEnd): high, or the
                                     // rejoin frame's sp when suffixCount > 0
@@ -43,7 +43,7 @@ typedef struct DeferEntry {
   uint64_t below;                   // red zone bytes copied below sp
   greg_t gregs[NGREG];              // the interrupted registers: libunwind learns from these,
                                     // as it would have in the handler
-  // then: prefix[prefixCount], suffix[suffixCount], check[checkCount],
+  // then: prefix[prefixCount], suffix[suffixCount], check[checkCount], chain[chainCount],
   // copy[copyEnd - sp + below]
 } DeferEntry;
 SAMPLER_HIDDEN uint8_t *g_defer;  // mmap'd at the first start, reused by later sessions
@@ -55,15 +55,16 @@ SAMPLER_HIDDEN _Atomic uint64_t g_deferredSamples;
 // Handler side: stores a sample whose walk stopped at miss; false if it cannot be
 // deferred (then the caller learns in place).
 SAMPLER_HIDDEN bool defer_sample(const ucontext_t *uc, const WalkMiss *miss, const uint64_t *prefix,
-                                 const uint64_t *check, int checkCount, int32_t tid, uint32_t weight,
-                                 uint64_t entryNs) {
+                                 const uint64_t *check, int checkCount, const uint64_t *chain, int chainCount,
+                                 int32_t tid, uint32_t weight, uint64_t entryNs) {
   const TraceFrame *meet = miss->rejoin ? &miss->rejoin->frames[miss->rejoinIndex] : NULL;
   uint32_t suffixCount = meet ? (uint32_t)(miss->rejoin->count - miss->rejoinIndex) : 0;
   uint64_t copyEnd = meet ? meet->sp : miss->high;
   if (!g_defer || copyEnd - miss->sp > DEFER_MAX_COPY) return false;
   uint64_t below = miss->sp - miss->low >= RED_ZONE_BYTES ? RED_ZONE_BYTES : 0;
   uint64_t copyBytes = copyEnd - miss->sp + below;
-  uint64_t bytes = sizeof(DeferEntry) + (uint64_t)(miss->n + suffixCount + checkCount) * 8 + ((copyBytes + 7) & ~7ull);
+  uint64_t bytes =
+      sizeof(DeferEntry) + (uint64_t)(miss->n + suffixCount + checkCount + chainCount) * 8 + ((copyBytes + 7) & ~7ull);
   if (atomic_load_explicit(&g_deferUsed, memory_order_relaxed) + bytes > DEFER_BYTES) return false;
   uint64_t offset = atomic_fetch_add_explicit(&g_deferUsed, bytes, memory_order_relaxed);
   if (offset + bytes > DEFER_BYTES) {
@@ -89,6 +90,7 @@ SAMPLER_HIDDEN bool defer_sample(const ucontext_t *uc, const WalkMiss *miss, con
   e->high = miss->high;
   e->copyEnd = copyEnd;
   e->suffixCount = suffixCount;
+  e->chainCount = (uint32_t)chainCount;
   if (meet) {
     e->meetIp = meet->ip;
     e->meetSp = meet->sp;
@@ -100,7 +102,9 @@ SAMPLER_HIDDEN bool defer_sample(const ucontext_t *uc, const WalkMiss *miss, con
   memcpy(tail, prefix, (size_t)miss->n * 8);
   for (uint32_t i = 0; i < suffixCount; i++) tail[miss->n + i] = meet[i].ip;
   if (checkCount) memcpy(tail + miss->n + suffixCount, check, (size_t)checkCount * 8);
-  memcpy(tail + miss->n + suffixCount + checkCount, (const void *)(uintptr_t)(miss->sp - below), (size_t)copyBytes);
+  if (chainCount) memcpy(tail + miss->n + suffixCount + checkCount, chain, (size_t)chainCount * 8);
+  memcpy(tail + miss->n + suffixCount + checkCount + chainCount, (const void *)(uintptr_t)(miss->sp - below),
+         (size_t)copyBytes);
   e->handlerNs = (uint32_t)(now_ns() - entryNs);
   atomic_store_explicit(&e->ready, 1, memory_order_release);
   return true;
@@ -129,7 +133,8 @@ SAMPLER_HIDDEN bool drain_deferred(bool extendRules) {
     const uint64_t *tail = (const uint64_t *)(e + 1);
     const uint64_t *suffix = tail + e->prefixCount;
     const uint64_t *check = suffix + e->suffixCount;
-    const uint8_t *copy = (const uint8_t *)(check + e->checkCount) + e->below;  // at sp
+    const uint64_t *chain = check + e->checkCount;
+    const uint8_t *copy = (const uint8_t *)(chain + e->chainCount) + e->below;  // at sp
     memcpy(frames, tail, (size_t)e->prefixCount * 8);
     memcpy(((ucontext_t *)&synthetic)->uc_mcontext.gregs, e->gregs, sizeof(e->gregs));
     // General registers that pointed into the copied stack point into the copy, so a
@@ -175,6 +180,8 @@ SAMPLER_HIDDEN bool drain_deferred(bool extendRules) {
         n = (int)e->checkCount;
       }
     }
+    if (e->chainCount)
+      n = async_insert(frames, n, maxDepth, async_executor_callee(frames, n), chain, (int)e->chainCount);
     append_record(e->tid, e->weight, e->timestampNs, e->handlerNs, frames, (uint32_t)n);
     atomic_fetch_add_explicit(&g_deferredSamples, 1, memory_order_relaxed);
     if (extendRules) extend_learned_rules();

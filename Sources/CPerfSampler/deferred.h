@@ -3,6 +3,7 @@
 #ifndef CPERFSAMPLER_DEFERRED_H
 #define CPERFSAMPLER_DEFERRED_H
 
+#include "async_chain.h"
 #include "walk.h"
 
 #define DEFER_BYTES ((uint64_t)16 << 20)
@@ -17,7 +18,8 @@ extern SAMPLER_HIDDEN _Atomic uint64_t g_deferredSamples;
 
 /// Handler side: stores a sample whose walk stopped at miss; false if it cannot be deferred.
 SAMPLER_HIDDEN bool defer_sample(const ucontext_t *uc, const WalkMiss *miss, const uint64_t *prefix,
-                                 const uint64_t *check, int checkCount, int32_t tid, uint32_t weight, uint64_t entryNs);
+                                 const uint64_t *check, int checkCount, const uint64_t *chain, int chainCount,
+                                 int32_t tid, uint32_t weight, uint64_t entryNs);
 /// Finishes deferred samples in order (never inside a handler); whether it finished any.
 SAMPLER_HIDDEN bool drain_deferred(bool extendRules);
 

@@ -1,5 +1,6 @@
 // The sampler's own threads: the discovery thread (threads found, stack bounds resolved,
 // deferred samples finished, pages faulted in ahead of handlers) and the wall clock's ticker.
+#include "async_chain.h"
 #include "deferred.h"
 #include "thread_table.h"
 
@@ -130,7 +131,11 @@ SAMPLER_HIDDEN void *discovery_main(void *unused) {
                  : intervalNs * 2 > DISCOVERY_MAX_INTERVAL_NS ? DISCOVERY_MAX_INTERVAL_NS
                                                               : intervalNs * 2;
     prefault_arena();
-    if (atomic_load_explicit(&g_unwinderActive, memory_order_relaxed) != UNWINDER_LIBUNWIND) resolve_stacks();
+    if (atomic_load_explicit(&g_unwinderActive, memory_order_relaxed) != UNWINDER_LIBUNWIND) {
+      resolve_stacks();
+      publish_executor();
+      refresh_async_ranges(false);
+    }
   }
   if (g_dwfl) dwfl_end(g_dwfl);  // its files stay open only while recording
   g_dwfl = NULL;

@@ -1,5 +1,6 @@
 // The SIGPROF handler: whose signal it is, the sample's stack from the fast unwinder (or
 // deferred, or from libunwind), and its record in the arena; installing the handler.
+#include "async_chain.h"
 #include "deferred.h"
 
 #include <errno.h>
@@ -85,16 +86,25 @@ static void record_sample(uint32_t weight, void *context, uint64_t entryNs, int3
 
   uint64_t frames[maxDepth];
   int count = -1;
+  bool walked = false;  // frames are the fast path's walk, its states in the owner's trace
   ThreadRecord *owner = record && atomic_load_explicit(&record->tid, memory_order_relaxed) == tid ? record : NULL;
   if (mode != UNWINDER_LIBUNWIND && owner) {
     WalkMiss miss;
     count = fast_unwind((const ucontext_t *)context, owner, frames, maxDepth, &miss);
+    walked = count > 0;
     if (count == -2) {
+      // The task's chain is read now, while its contexts are what they are at the sample;
+      // the walk that finds the executor's frame is finished later.
+      uint64_t chain[ASYNC_MAX_HOPS];
+      int hops = atomic_load_explicit(&g_executorLow, memory_order_relaxed)
+                     ? async_chain(async_resumed_context(owner), owner, chain, ASYNC_MAX_HOPS)
+                     : 0;
       if (mode == UNWINDER_VERIFY) {
         uint64_t check[maxDepth];
         int checked = libunwind_stack(context, check, maxDepth);
-        if (defer_sample((const ucontext_t *)context, &miss, frames, check, checked, tid, weight, entryNs)) return;
-      } else if (defer_sample((const ucontext_t *)context, &miss, frames, NULL, 0, tid, weight, entryNs)) {
+        if (defer_sample((const ucontext_t *)context, &miss, frames, check, checked, chain, hops, tid, weight, entryNs))
+          return;
+      } else if (defer_sample((const ucontext_t *)context, &miss, frames, NULL, 0, chain, hops, tid, weight, entryNs)) {
         return;
       }
       // Not deferred: learn in place, going on from the miss.
@@ -109,6 +119,7 @@ static void record_sample(uint32_t weight, void *context, uint64_t entryNs, int3
       atomic_fetch_add_explicit(&g_mismatches, 1, memory_order_relaxed);
       memcpy(frames, check, (size_t)checked * 8);  // record what libunwind saw
       count = checked;
+      walked = false;
     }
     count_fast_sample(owner);
   } else if (count > 0) {
@@ -116,6 +127,7 @@ static void record_sample(uint32_t weight, void *context, uint64_t entryNs, int3
   } else {
     count = libunwind_stack(context, frames, maxDepth);
   }
+  if (owner) count = async_extend(frames, count, maxDepth, walked ? &owner->traces[owner->current] : NULL, owner);
   append_record(tid, weight, entryNs, (uint32_t)(now_ns() - entryNs), frames, (uint32_t)count);
 }
 

@@ -86,7 +86,10 @@ typedef struct ThreadRecord {
   // counter costs a locked add on a line other threads' handlers also write. Kept when
   // the record passes to another thread (summed at the end).
   _Atomic uint64_t fastSamples;
-  uint64_t pad[3];
+  // The mapping that held this thread's last async context (async_chain.h): the owner's
+  // handler only.
+  uint64_t asyncLow, asyncHigh;
+  uint64_t asyncSequence;  // of the ranges that mapping came from
   Trace traces[2];
 } ThreadRecord;
 _Static_assert(offsetof(ThreadRecord, traces) == 64, "record header is one line");

@@ -4,6 +4,7 @@
 // that must be C live in this target.
 #include "CPerfSampler.h"
 
+#include "async_chain.h"
 #include "deferred.h"
 #include "thread_table.h"
 
@@ -18,7 +19,7 @@
 
 _Static_assert(sizeof(CPerfSampler_SampleHeader) == 24, "arena record header layout");
 _Static_assert(sizeof(CPerfSampler_SampleHeader) % 8 == 0, "frames must stay 8-byte aligned");
-_Static_assert(sizeof(CPerfSampler_Config) == 24, "config layout");
+_Static_assert(sizeof(CPerfSampler_Config) == 32, "config layout");
 _Static_assert(sizeof(CPerfSampler_ThreadInfo) == 88, "thread info layout");
 _Static_assert(sizeof(void *) == sizeof(uint64_t), "frames are stored as 64-bit addresses");
 
@@ -62,6 +63,8 @@ uint32_t CPerfSampler_cachedRule(uint64_t pc, int32_t interrupted) {
   return address < RULE_MAX_PC ? rule_lookup(address) : 0;
 }
 uint64_t CPerfSampler_rangeRules(void) { return atomic_load(&g_rangeRules); }
+uint64_t CPerfSampler_asyncChains(void) { return atomic_load(&g_asyncChains); }
+uint64_t CPerfSampler_asyncUnread(void) { return atomic_load(&g_asyncUnread); }
 uint64_t CPerfSampler_unwindFallbacks(void) { return atomic_load(&g_fallbacks); }
 int32_t CPerfSampler_activeUnwinder(void) { return atomic_load(&g_unwinderActive); }
 
@@ -198,6 +201,13 @@ int32_t CPerfSampler_start(const CPerfSampler_Config *config, CPerfSampler_Error
   atomic_store(&g_rejoined, 0);
   atomic_store(&g_rangeRules, 0);
   atomic_store(&g_deferredSamples, 0);
+  atomic_store(&g_asyncChains, 0);
+  atomic_store(&g_asyncUnread, 0);
+  // Published again by discovery, unless this session records physical stacks only.
+  atomic_store(&g_executorLow, 0);
+  atomic_store(&g_executorHigh, 0);
+  atomic_store(&g_taskSlotOffset, 0);
+  refresh_async_ranges(true);
   // No handler records now (g_enabled is 0): the tables can be reset without races. The
   // rules are dropped too, in case a library was unloaded since the last session.
   memset((void *)g_rules, 0, sizeof(g_rules));

@@ -40,6 +40,11 @@ struct RecordingOptions: ParsableArguments {
     help: "Record allocation types and counts only, without stacks (cheaper).")
   var noAllocationStacks = false
 
+  @Flag(
+    name: .customLong("no-async-stacks"),
+    help: "Stacks of Swift concurrency code end at the executor (the thread's stack), without the awaiting callers.")
+  var noAsyncStacks = false
+
   @Option(
     help: ArgumentHelp(
       "Leak suppressions: lines of type:<glob> or stack:<glob>, # comments (LSan-style).", valueName: "file"))
@@ -137,6 +142,7 @@ struct RecordingOptions: ParsableArguments {
       memoryWarningAtEnd: memoryWarningAtEnd, allocationStacks: !noAllocationStacks,
       leakSuppressions: (try? parsedSuppressions()) ?? .none)
     configuration.leakCheckAtMarks = leakCheckAtMarks
+    configuration.asyncStacks = !noAsyncStacks
     return configuration
   }
 }

@@ -49,12 +49,19 @@ enum {
 };
 
 typedef struct CPerfSampler_Config {
-  int32_t clock;         // CPerfSampler_Clock
-  int32_t rateHz;        // CPerfSampler_MinRateHz ... CPerfSampler_MaxRateHz
-  int32_t maxDepth;      // CPerfSampler_MinDepth ... CPerfSampler_MaxDepth
-  int32_t source;        // CPerfSampler_SourceAuto or CPerfSampler_SourceTimer
-  uint64_t bufferBytes;  // >= CPerfSampler_MinBufferBytes; reserved with MAP_NORESERVE
+  int32_t clock;               // CPerfSampler_Clock
+  int32_t rateHz;              // CPerfSampler_MinRateHz ... CPerfSampler_MaxRateHz
+  int32_t maxDepth;            // CPerfSampler_MinDepth ... CPerfSampler_MaxDepth
+  int32_t source;              // CPerfSampler_SourceAuto or CPerfSampler_SourceTimer
+  uint64_t bufferBytes;        // >= CPerfSampler_MinBufferBytes; reserved with MAP_NORESERVE
+  int32_t physicalStacksOnly;  // 1: no logical async chains (the thread's stack only)
+  int32_t reserved;
 } CPerfSampler_Config;
+
+/// A frame of a Swift task's logical chain has this bit set in the arena: the address
+/// without it is a resume function's entry (not a return address); 0 with it is the
+/// marker where the executor's frames end and the task's awaiting callers begin.
+#define CPerfSampler_AsyncFrameTag (1ull << 62)
 
 typedef enum CPerfSampler_ErrorCode {
   CPerfSampler_OK = 0,
@@ -194,6 +201,11 @@ uint32_t CPerfSampler_cachedRule(uint64_t pc, int32_t interrupted);
 /// Samples of the last session (or the running one) whose stack came out short of what
 /// the unwinder could see (unwindFallbacks in CPerfSampler_Stats), readable after release.
 uint64_t CPerfSampler_unwindFallbacks(void);
+/// Samples of the last session (or the running one) given a Swift task's logical chain,
+/// and samples with a frame the executor called whose context the walk could not read
+/// (no frame record there, or a context outside the mappings last read).
+uint64_t CPerfSampler_asyncChains(void);
+uint64_t CPerfSampler_asyncUnread(void);
 /// The unwinder the last (or running) session used: 0 auto, 1 libunwind, 2 verify.
 int32_t CPerfSampler_activeUnwinder(void);
 

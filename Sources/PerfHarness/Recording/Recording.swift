@@ -24,7 +24,8 @@ final class Recording: @unchecked Sendable {
     self.configuration = configuration
     timeProfiler =
       configuration.instruments.contains(.time)
-      ? TimeProfiler(clock: configuration.clock, rateHz: configuration.sampleRateHz) : nil
+      ? TimeProfiler(
+        clock: configuration.clock, rateHz: configuration.sampleRateHz, asyncStacks: configuration.asyncStacks) : nil
   }
 
   func start() throws {
@@ -251,6 +252,9 @@ public struct RecordingConfiguration: Sendable, Codable, Equatable {
   public var leakSuppressions: LeakSuppressions = .none
   /// With the leaks instrument: a leak check at every generation mark.
   public var leakCheckAtMarks = false
+  /// Stacks taken in Swift concurrency code go on into the awaiting callers (the task's
+  /// logical chain); false: the thread's stack only (`--no-async-stacks`).
+  public var asyncStacks = true
 
   public init(
     instruments: Set<Instrument> = Set(Instrument.defaults), sampleRateHz: Int = Self.defaultSampleRateHz,

@@ -6,7 +6,17 @@ import Foundation
 /// `closure #1 (Swift.UnsafeBufferPointer<Swift.UInt8>) -> () in MyApp.Image.blurred() -> MyApp.Image`
 /// becomes `closure #1 in MyApp.Image.blurred()`.
 enum SymbolName {
+  /// An async function's partial functions (`(1) await resume partial function for
+  /// MyApp.load()`, `(2) suspend resume partial function for ...`) are the function, as
+  /// Instruments and the Swift runtime's backtracer show them.
+  static func withoutPartialFunction(_ demangled: String) -> String {
+    guard demangled.hasPrefix("(") else { return demangled }
+    return demangled.replacingOccurrences(
+      of: #"^\(\d+\) (await|suspend) resume partial function for "#, with: "", options: .regularExpression)
+  }
+
   static func simplified(_ demangled: String) -> String {
+    let demangled = withoutPartialFunction(demangled)
     // Attributes of closure types (`@Swift.MainActor @Sendable`) say nothing about where
     // the time went.
     var text = demangled.replacingOccurrences(of: #"@[A-Za-z_][A-Za-z0-9_.]* "#, with: "", options: .regularExpression)

@@ -2,13 +2,16 @@
 // `perfharness record`'s tests: it leaks a retain cycle, grows a cache for a while, and
 // exits with the status it is asked for.
 //   record-target-swift [--seconds S] [--exit-status N] [--crash] [--leak-shape NAME N]
-//                       [--raw-buffers N SIZE] [--ignore-term] [--say TEXT]
+//                       [--raw-buffers N SIZE] [--ignore-term] [--say TEXT] [--async-chain MS]
 // --crash: a failed force-unwrap once the cache is filled (the Swift runtime traps).
 // --leak-shape: also leaks N instances of a shape of the leaks corpus (LeakShapes.byScenario;
 // the corpus is plain Swift, no perfharness in it).
 // --raw-buffers: also loses N raw buffers of SIZE bytes (RawBuffers.lose).
 // --ignore-term: SIGTERM is ignored, as a server with a drain of its own may.
 // --say: prints TEXT on stdout at the start.
+// --async-chain: runs AsyncChain (outer -> middle -> inner, burning CPU for about MS ms in
+// a detached task and as much in a task group) instead of the cache, the main thread waiting.
+import AsyncChainCases
 import Foundation
 import LeakCorpusCases
 
@@ -32,6 +35,7 @@ var exitStatus: Int32 = 0
 var crashes = false
 var leakShape: (make: @Sendable (Int) -> Void, count: Int)?
 var rawBuffers: (count: Int, size: Int)?
+var asyncChainMilliseconds: Int?
 var arguments = CommandLine.arguments.dropFirst()
 while let argument = arguments.popFirst() {
   switch argument {
@@ -53,6 +57,7 @@ while let argument = arguments.popFirst() {
     rawBuffers = (count, size)
   case "--ignore-term": signal(SIGTERM, SIG_IGN)
   case "--say": print(arguments.popFirst() ?? "")
+  case "--async-chain": asyncChainMilliseconds = Int(arguments.popFirst() ?? "") ?? 300
   default:
     FileHandle.standardError.write(Data("unknown argument \(argument)\n".utf8))
     exit(64)
@@ -71,6 +76,17 @@ var published: Ledger?
 
 // For the tests that signal it: its pid, once its main code runs.
 FileHandle.standardError.write(Data("record-target-swift ready, pid \(getpid())\n".utf8))
+
+if let asyncChainMilliseconds {
+  // Waited for on the main thread: the program ends there, as a server's main does.
+  let finished = DispatchSemaphore(value: 0)
+  Task.detached {
+    print("async chain \(await AsyncChain.run(milliseconds: asyncChainMilliseconds) & 0xff)")
+    finished.signal()
+  }
+  finished.wait()
+  exit(exitStatus)
+}
 
 // The cache only grows: every entry is kept until the program ends.
 var cache: [Int: Thumbnail] = [:]

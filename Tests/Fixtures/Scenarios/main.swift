@@ -1,4 +1,5 @@
 // Scenarios that go wrong on purpose, for the end-to-end robustness tests.
+import AsyncChainCases
 import Foundation
 import PerfHarness
 import PerfHarnessCLI
@@ -203,6 +204,13 @@ let scenarios = [
     dispatchPrecondition(condition: .onQueue(.main))
     asyncSurvivors = made
     context.markGeneration("after the group")
+  },
+  Scenario(
+    "async-chain", summary: "an async chain whose innermost function burns CPU and yields", variants: [.starter],
+    defaultIterations: 1
+  ) { context in
+    let result = await context.step("chain") { await AsyncChain.run(milliseconds: 300) }
+    if result == 42 { print("unlikely") }
   },
   Scenario("async-throws", summary: "throws after an await", variants: [.starter], defaultIterations: 1) { _ in
     try await Task.sleep(for: .milliseconds(5))

@@ -1,3 +1,5 @@
+import CPerfSampler
+
 /// Turns raw samples (addresses) into a symbolized ``Profile``: where samples become frames.
 struct ProfileBuilder {
   private let symbolizer: Symbolizer
@@ -35,8 +37,14 @@ struct ProfileBuilder {
       var stack: [Int] = []
       stack.reserveCapacity(sample.frames.count + 4)
       // Captured leaf first; a profile stack is root first.
-      for (position, address) in sample.frames.enumerated().reversed() {
-        stack += framesAt(address, isReturnAddress: position > 0)
+      for (position, address) in withoutStaleAsyncFrames(sample.frames).enumerated().reversed() {
+        if address & Self.asyncFrameTag != 0 {
+          // A Swift task's logical frame: a resume function's entry, or the marker.
+          let entry = address & ~Self.asyncFrameTag
+          stack += entry == 0 ? [index(of: Self.asyncMarker)] : framesAt(entry, isReturnAddress: false)
+        } else {
+          stack += framesAt(address, isReturnAddress: position > 0)
+        }
       }
       let key = StackKey(thread: thread, stack: stack)
       if merged[key] == nil { order.append(key) }
@@ -66,6 +74,35 @@ struct ProfileBuilder {
     return thread.name
   }
 
+  /// A task's logical chain read from the context it was last resumed with (the sampler's
+  /// way where the running function keeps no frame record) starts with the functions that
+  /// have returned since, down to the running one: those frames, up to the running
+  /// function's own, are dropped. (An async function that awaits itself loses one level.)
+  private mutating func withoutStaleAsyncFrames(_ addresses: [UInt]) -> [UInt] {
+    guard let first = addresses.firstIndex(where: { $0 & Self.asyncFrameTag != 0 }), first > 0 else {
+      return addresses
+    }
+    let running = function(at: addresses[first - 1], isReturnAddress: first - 1 > 0)
+    var end = first
+    while end < addresses.count, addresses[end] & Self.asyncFrameTag != 0, addresses[end] != Self.asyncFrameTag {
+      end += 1
+    }
+    guard
+      let same = (first..<end).first(where: {
+        function(at: addresses[$0] & ~Self.asyncFrameTag, isReturnAddress: false) == running
+      })
+    else { return addresses }
+    var kept = addresses
+    kept.removeSubrange(first...same)
+    return kept
+  }
+
+  /// The function (outermost frame) an address is in, by name and module.
+  private mutating func function(at address: UInt, isReturnAddress: Bool) -> String {
+    guard let outermost = framesAt(address, isReturnAddress: isReturnAddress).first else { return "" }
+    return frames[outermost].name + "\u{0}" + frames[outermost].module
+  }
+
   /// Frame indices for one address, outermost first (inlined callees after their caller).
   private mutating func framesAt(_ address: UInt, isReturnAddress: Bool) -> [Int] {
     let key = AddressKey(address: address, isReturnAddress: isReturnAddress)
@@ -83,9 +120,18 @@ struct ProfileBuilder {
     return frames.count - 1
   }
 
+  static let asyncFrameTag = UInt(CPerfSampler_AsyncFrameTag)
+
+  /// Where a sample's thread stack ends at the executor and its Swift task's logical
+  /// chain begins: the executor's frames are its callers, the task's awaiting functions
+  /// (outermost first) its callees.
+  static let asyncMarker = ProfileFrame(name: asyncMarkerName, module: "Swift Concurrency", isApp: false)
+  static let asyncMarkerName = "Swift task (awaiting callers below)"
+
   static func profileFrame(_ frame: SymbolizedFrame) -> ProfileFrame {
     ProfileFrame(
-      name: frame.swiftModule != nil ? SymbolName.simplified(frame.symbol) : frame.symbol,
+      name: frame.swiftModule != nil
+        ? SymbolName.simplified(frame.symbol) : SymbolName.withoutPartialFunction(frame.symbol),
       module: frame.reportedModule, isApp: CodeOwnership.isAppCode(frame),
       file: frame.file, line: frame.line, isInlined: frame.isInlined ? true : nil)
   }

@@ -31,6 +31,8 @@ struct SamplerConfiguration: Sendable {
   var rateHz: Int = RecordingConfiguration.defaultSampleRateHz
   var maxDepth: Int = 256
   var bufferBytes: Int = 256 << 20
+  /// The thread's stack only: no Swift task's awaiting callers (`--no-async-stacks`).
+  var physicalStacksOnly = false
 
   static let rateRange = Int(CPerfSampler_MinRateHz)...Int(CPerfSampler_MaxRateHz)
   static let depthRange = Int(CPerfSampler_MinDepth)...Int(CPerfSampler_MaxDepth)
@@ -43,7 +45,9 @@ struct RawSample: Sendable {
   var weight: UInt32
   var timestampNanoseconds: UInt64
   var handlerNanoseconds: UInt32
-  /// Leaf first: frames[0] is the interrupted PC, the rest are return addresses.
+  /// Leaf first: frames[0] is the interrupted PC, the rest are return addresses, except
+  /// for a Swift task's logical frames (tagged with `CPerfSampler_AsyncFrameTag`: resume
+  /// functions' entries, and the marker where the executor's frames begin).
   var frames: [UInt]
 }
 
@@ -137,7 +141,9 @@ final class SamplingSession: Sendable {
       maxDepth: Int32(configuration.maxDepth),
       source: configuration.timersOnly
         ? Int32(CPerfSampler_SourceTimer.rawValue) : Int32(CPerfSampler_SourceAuto.rawValue),
-      bufferBytes: UInt64(configuration.bufferBytes)
+      bufferBytes: UInt64(configuration.bufferBytes),
+      physicalStacksOnly: configuration.physicalStacksOnly ? 1 : 0,
+      reserved: 0
     )
     var error = CPerfSampler_Error()
     let status = CPerfSampler_start(&config, &error)

@@ -8,8 +8,9 @@ final class TimeProfiler {
   private var session: SamplingSession?
   private var results: [SamplingResult] = []
 
-  init(clock: SamplingClock, rateHz: Int) {
+  init(clock: SamplingClock, rateHz: Int, asyncStacks: Bool = true) {
     var configuration = SamplerConfiguration(clock: clock, rateHz: rateHz)
+    configuration.physicalStacksOnly = !asyncStacks
     // Where perf events are allowed but unwanted (a kernel whose cpu-clock events
     // misbehave, or to compare the two sources): PERFHARNESS_SAMPLE_SOURCE=timer. Read with
     // getenv: ProcessInfo's environment allocates, which moves the heap a leak scan reads.
