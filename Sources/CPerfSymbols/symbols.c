@@ -47,6 +47,7 @@ typedef struct {
   int symbolsBuilt;
   SymbolEntry *symbols;
   size_t symbolCount;
+  char *pltNames;  // the "<symbol>@plt" names of the PLT's stubs, back to back
   int built;
   CURange *ranges;
   size_t count;
@@ -67,6 +68,7 @@ static void freeModuleData(void **userdata) {
   ModuleData *data = *userdata;
   freeFunctionTables(data);
   free(data->symbols);
+  free(data->pltNames);
   free(data->ranges);
   free(data);
   *userdata = NULL;
@@ -83,6 +85,75 @@ static int compareSymbols(const void *a, const void *b) {
   if (x->start != y->start) return x->start < y->start ? -1 : 1;
   if (x->rank != y->rank) return x->rank - y->rank;
   return x->size > y->size ? -1 : (x->size < y->size);
+}
+
+// The PLT's stubs have no symbols: the nearest symbol before them is _init (whose section
+// precedes .plt), and a sample in a stub was charged to it, or kept a bare address. Each
+// stub is named "<symbol>@plt" after the .rela.plt entry it jumps through, as objdump and
+// perf name them: in .plt.sec (IBT) stub i is entry i, in .plt stub i + 1 is (stub 0
+// calls the lazy binder). Returns how many entries it added after data->symbolCount.
+static size_t addPltStubs(ModuleData *data, Dwfl_Module *module) {
+  Dwarf_Addr bias = 0;
+  Elf *elf = dwfl_module_getelf(module, &bias);
+  size_t sectionNames;
+  if (elf == NULL || elf_getshdrstrndx(elf, &sectionNames) != 0) return 0;
+  GElf_Shdr plt = {0}, pltSec = {0}, relaPlt = {0};
+  Elf_Scn *relaSection = NULL;
+  for (Elf_Scn *section = elf_nextscn(elf, NULL); section != NULL; section = elf_nextscn(elf, section)) {
+    GElf_Shdr header;
+    if (gelf_getshdr(section, &header) == NULL) continue;
+    const char *name = elf_strptr(elf, sectionNames, header.sh_name);
+    if (name == NULL) continue;
+    if (strcmp(name, ".plt") == 0) plt = header;
+    if (strcmp(name, ".plt.sec") == 0) pltSec = header;
+    if (strcmp(name, ".rela.plt") == 0 && header.sh_type == SHT_RELA) {
+      relaPlt = header;
+      relaSection = section;
+    }
+  }
+  GElf_Shdr stubs = pltSec.sh_size ? pltSec : plt;
+  size_t first = pltSec.sh_size ? 0 : 1;
+  if (relaSection == NULL || stubs.sh_size == 0 || relaPlt.sh_entsize == 0) return 0;
+  Elf_Scn *dynsymSection = elf_getscn(elf, relaPlt.sh_link);
+  GElf_Shdr dynsym;
+  Elf_Data *relocations = elf_getdata(relaSection, NULL);
+  Elf_Data *symbols = dynsymSection ? elf_getdata(dynsymSection, NULL) : NULL;
+  if (relocations == NULL || symbols == NULL || gelf_getshdr(dynsymSection, &dynsym) == NULL) return 0;
+  size_t relocationCount = relaPlt.sh_size / relaPlt.sh_entsize;
+  size_t stubCount = stubs.sh_size / 16;
+  size_t count = 0, bytes = 0;
+  // Names first (one buffer), then entries pointing into it.
+  for (int pass = 0; pass < 2; pass++) {
+    size_t used = 0;
+    count = 0;
+    for (size_t i = 0; i < relocationCount && first + i < stubCount; i++) {
+      GElf_Rela relocation;
+      GElf_Sym symbol;
+      if (gelf_getrela(relocations, (int)i, &relocation) == NULL) continue;
+      const char *name = NULL;
+      if (GELF_R_SYM(relocation.r_info) != 0 && gelf_getsym(symbols, (int)GELF_R_SYM(relocation.r_info), &symbol))
+        name = elf_strptr(elf, dynsym.sh_link, symbol.st_name);
+      if (name == NULL || name[0] == '\0') name = "*ifunc*";  // IRELATIVE: no symbol
+      size_t length = strlen(name) + sizeof("@plt");
+      if (pass == 1) {
+        char *copy = data->pltNames + used;
+        memcpy(copy, name, strlen(name));
+        memcpy(copy + strlen(name), "@plt", sizeof("@plt"));
+        data->symbols[data->symbolCount + count] = (SymbolEntry){bias + stubs.sh_addr + 16 * (first + i), 16, copy, 3};
+      }
+      used += length;
+      count++;
+    }
+    if (pass == 0) {
+      bytes = used;
+      SymbolEntry *grown = realloc(data->symbols, (data->symbolCount + count) * sizeof(SymbolEntry));
+      if (grown == NULL) return 0;
+      data->symbols = grown;
+      data->pltNames = malloc(bytes ? bytes : 1);
+      if (data->pltNames == NULL) return 0;
+    }
+  }
+  return count;
 }
 
 static void buildSymbols(ModuleData *data, Dwfl_Module *module) {
@@ -104,6 +175,7 @@ static void buildSymbols(ModuleData *data, Dwfl_Module *module) {
     int rank = binding == STB_GLOBAL ? 0 : binding == STB_WEAK ? 1 : 2;
     data->symbols[data->symbolCount++] = (SymbolEntry){address, sym.st_size, name, rank};
   }
+  data->symbolCount += addPltStubs(data, module);
   qsort(data->symbols, data->symbolCount, sizeof(SymbolEntry), compareSymbols);
 }
 

@@ -1,5 +1,6 @@
 import CPerfSymbols
 import Testing
+import UnwindCases
 
 @testable import PerfHarness
 
@@ -101,6 +102,19 @@ struct SymbolizerTests {
     // Its caller is this test, also in the executable.
     let caller = try #require(symbolizer.frames(at: probe.addresses[1], isReturnAddress: true).last)
     #expect(caller.symbol.contains("namesANonExportedSwiftFunctionOfTheExecutable"))
+  }
+
+  /// PLT stubs have no symbol of their own: the one before them (_init) or none named them.
+  @Test func namesAPltStubAfterItsTarget() throws {
+    let symbolizer = try Symbolizer()
+    // The fixture's first direct call (e8) or jump (e9) with a 32-bit displacement.
+    let code = try #require(UnwindCases_callThroughPltCode())
+    let offset = try #require((0..<64).first { code[$0] == 0xe8 || code[$0] == 0xe9 })
+    let displacement = UnsafeRawPointer(code + offset + 1).loadUnaligned(as: Int32.self)
+    #expect(UnwindCases_callThroughPlt() > 1)
+    let stub = UInt(bitPattern: code + offset + 5) &+ UInt(bitPattern: Int(displacement))
+    let frame = try #require(symbolizer.frames(at: stub + 4, isReturnAddress: false).last)
+    #expect(frame.symbol == "getppid@plt", "\(frame.symbol) in \(frame.image)")
   }
 
   @Test func namesALibcFunction() throws {

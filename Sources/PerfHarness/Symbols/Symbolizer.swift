@@ -153,7 +153,7 @@ final class Symbolizer {
       mangled: String?, plainName: String?, file: String?, line: Int32, isInlined: Bool
     ) -> SymbolizedFrame {
       SymbolizedFrame(
-        symbol: mangled.flatMap(demangleSymbolName) ?? mangled ?? plainName ?? unknownName,
+        symbol: mangled.flatMap(demangledWithPltSuffix) ?? mangled ?? plainName ?? unknownName,
         mangledName: mangled,
         swiftModule: mangled.flatMap(swiftModuleName(fromMangled:)),
         image: image, imagePath: imagePath, isMainExecutable: isMainExecutable,
@@ -215,6 +215,13 @@ func demangleSwiftSymbol(_ mangled: String) -> String? {
 }
 
 /// Swift demangling first, then Itanium C++ (Foundation, ICU and libstdc++ frames).
+/// A PLT stub's name (`$sSS5countSivg@plt`, as CPerfSymbols names them) demangled with
+/// its suffix kept.
+func demangledWithPltSuffix(_ mangled: String) -> String? {
+  guard mangled.hasSuffix("@plt") else { return demangleSymbolName(mangled) }
+  return demangleSymbolName(String(mangled.dropLast(4))).map { $0 + "@plt" }
+}
+
 func demangleSymbolName(_ mangled: String) -> String? {
   if let swift = demangleSwiftSymbol(mangled) { return swift }
   guard mangled.hasPrefix("_Z"), let demangled = CPerfSymbols_cxxDemangle(mangled) else {

@@ -1,6 +1,7 @@
 #include "UnwindCases.h"
 
 #include <time.h>
+#include <unistd.h>
 
 // No .cfi directives: the assembler emits no FDE for it. Thousands of distinct PCs, so
 // most samples that land here meet a PC the sampler has not learned yet (and defer).
@@ -178,3 +179,8 @@ __attribute__((noinline)) uint64_t UnwindCases_spinWithRbpNotAFrame(uint64_t nan
 __attribute__((noinline)) uint64_t UnwindCases_wideLeaf(uint64_t value) {
   return unwind_cases_wide_leaf(value) + 1;  // not a tail call: this frame stays on the stack
 }
+
+// A call through the PLT (getppid is libc's): the call instruction's target is the stub.
+__attribute__((noinline)) long UnwindCases_callThroughPlt(void) { return (long)getppid() + 1; }
+
+const uint8_t *UnwindCases_callThroughPltCode(void) { return (const uint8_t *)&UnwindCases_callThroughPlt; }

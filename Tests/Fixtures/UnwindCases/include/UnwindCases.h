@@ -30,4 +30,9 @@ uint64_t UnwindCases_spinWithRbpNotAFrame(uint64_t nanoseconds);
 /// many 16-byte granules as the sampler's rule cache has entries): about 100 µs.
 uint64_t UnwindCases_wideLeaf(uint64_t value);
 
+/// Calls libc's getppid through this image's PLT; UnwindCases_callThroughPltCode is its code,
+/// whose first direct call or jump goes to the PLT stub.
+long UnwindCases_callThroughPlt(void);
+const uint8_t *UnwindCases_callThroughPltCode(void);
+
 #endif
