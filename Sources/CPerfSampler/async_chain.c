@@ -20,8 +20,6 @@
 #include <string.h>
 #include <unistd.h>
 
-SAMPLER_HIDDEN _Atomic uint64_t g_executorLow, g_executorHigh;
-SAMPLER_HIDDEN _Atomic int64_t g_taskSlotOffset;
 SAMPLER_HIDDEN AsyncRanges g_asyncRanges;
 SAMPLER_HIDDEN _Atomic int32_t g_asyncRangesWanted;
 SAMPLER_HIDDEN _Atomic uint64_t g_asyncChains;

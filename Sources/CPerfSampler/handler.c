@@ -88,6 +88,7 @@ static void record_sample(uint32_t weight, void *context, uint64_t entryNs, int3
   int count = -1;
   bool walked = false;  // frames are the fast path's walk, its states in the owner's trace
   ThreadRecord *owner = record && atomic_load_explicit(&record->tid, memory_order_relaxed) == tid ? record : NULL;
+  if (owner) async_prefetch_task(owner);
   if (mode != UNWINDER_LIBUNWIND && owner) {
     WalkMiss miss;
     count = fast_unwind((const ucontext_t *)context, owner, frames, maxDepth, &miss);

@@ -108,7 +108,10 @@ typedef struct Tables {
   // now_ns from the TSC (set at start, when the TSC is invariant): ns = nsBase +
   // (tsc - tscBase) * nsPerTsc32 / 2^32.
   uint64_t useTsc, tscBase, nsBase, nsPerTsc32;
-  uint64_t pad[3];
+  // Swift concurrency's executor and running task (async_chain.h), on the line every
+  // sample reads for its clock: a line of their own was a miss on every sample.
+  _Atomic uint64_t executorLow, executorHigh;
+  _Atomic int64_t taskSlotOffset;
   ThreadRecord records[THREAD_RECORDS];
 } Tables;
 #define HUGE_PAGE_BYTES ((size_t)2 << 20)

@@ -29,9 +29,6 @@
 #define g_deferUsed              cperf_sampler_g_deferUsed
 #define g_discoveryStop          cperf_sampler_g_discoveryStop
 #define g_dwfl                   cperf_sampler_g_dwfl
-#define g_executorHigh           cperf_sampler_g_executorHigh
-#define g_taskSlotOffset         cperf_sampler_g_taskSlotOffset
-#define g_executorLow            cperf_sampler_g_executorLow
 #define g_fallbacks              cperf_sampler_g_fallbacks
 #define g_freeRecordCount        cperf_sampler_g_freeRecordCount
 #define g_freeRecords            cperf_sampler_g_freeRecords

@@ -209,7 +209,7 @@ let scenarios = [
     "async-chain", summary: "an async chain whose innermost function burns CPU and yields", variants: [.starter],
     defaultIterations: 1
   ) { context in
-    let result = await context.step("chain") { await AsyncChain.run(milliseconds: 300) }
+    let result = await context.step("chain") { await AsyncChain.run(milliseconds: 300 * context.iterations) }
     if result == 42 { print("unlikely") }
   },
   Scenario("async-throws", summary: "throws after an await", variants: [.starter], defaultIterations: 1) { _ in
