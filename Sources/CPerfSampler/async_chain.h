@@ -10,7 +10,9 @@
 // between the executor's frames and the task's logical ones.
 #define ASYNC_FRAME_TAG ((uint64_t)CPerfSampler_AsyncFrameTag)
 // Contexts followed at most per sample (a chain of Parent pointers that loops ends here).
-#define ASYNC_MAX_HOPS 128
+// The chain is gathered on the interrupted thread's stack, as the frames are: a thread near
+// its stack's end must survive a sample, so the buffer stays at 512 bytes.
+#define ASYNC_MAX_HOPS 64
 // Bytes below a chain's first context fetched ahead (where its callers' contexts lie).
 #define ASYNC_PREFETCH_BELOW 1024
 // Readable and writable mappings the chain may read; more are not kept.
