@@ -69,9 +69,10 @@ uint64_t CPerfSampler_unwindFallbacks(void) { return atomic_load(&g_fallbacks); 
 int32_t CPerfSampler_activeUnwinder(void) { return atomic_load(&g_unwinderActive); }
 
 uint32_t CPerfSampler_ownMemory(uint64_t *starts, uint64_t *ends, uint32_t capacity) {
-  uint64_t ranges[3][2] = {
-      {(uint64_t)(uintptr_t)g_tableStorage, (uint64_t)(uintptr_t)g_tableStorage + sizeof(g_tableStorage)}};
-  uint32_t count = 1;
+  uint64_t ranges[CPerfSampler_OwnMemoryRanges][2] = {
+      {(uint64_t)(uintptr_t)g_tableStorage, (uint64_t)(uintptr_t)g_tableStorage + sizeof(g_tableStorage)},
+      {(uint64_t)(uintptr_t)&g_asyncRanges, (uint64_t)(uintptr_t)&g_asyncRanges + sizeof(g_asyncRanges)}};
+  uint32_t count = 2;
   if (g_defer) {
     ranges[count][0] = (uint64_t)(uintptr_t)g_defer;
     ranges[count++][1] = (uint64_t)(uintptr_t)g_defer + DEFER_BYTES + DEFER_SLACK;

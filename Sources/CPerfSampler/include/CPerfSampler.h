@@ -164,10 +164,13 @@ void CPerfSampler_release(void);
 /// The sampler's own memory that holds words copied from the sampled threads: its tables
 /// (each thread's last walk keeps the rbp it met in every frame, which code built without
 /// frame pointers uses for data, such as a heap address), the deferred samples' copies of
-/// registers and stacks, and the sample arena. Writes up to `capacity` ranges as
-/// [starts[i], ends[i]) and returns how many there are. A leak scan reads none of them as
-/// a root: what they hold is no reference of the program's.
+/// registers and stacks, the sample arena, and the writable mappings an async context may
+/// be read from (their bounds as last read: the heap's old end lies inside a block once
+/// the heap grows). Writes up to `capacity` ranges (CPerfSampler_OwnMemoryRanges at most)
+/// as [starts[i], ends[i]) and returns how many there are. A leak scan reads none of them
+/// as a root: what they hold is no reference of the program's.
 uint32_t CPerfSampler_ownMemory(uint64_t *starts, uint64_t *ends, uint32_t capacity);
+enum { CPerfSampler_OwnMemoryRanges = 4 };
 
 /// Which unwinder the handler uses, read at the next CPerfSampler_start:
 ///   0 auto (default): the fast path (per-PC unwind rules learned from libunwind, cached

@@ -288,9 +288,10 @@ struct HeapGraph {
     )
     // The Time Profiler's tables and buffers copy the program's registers and stack words:
     // no root (see CPerfSampler_ownMemory).
-    var recorderStarts = [UInt64](repeating: 0, count: 4)
-    var recorderEnds = [UInt64](repeating: 0, count: 4)
-    let recorderCount = min(Int(CPerfSampler_ownMemory(&recorderStarts, &recorderEnds, 4)), 4)
+    let capacity = Int(CPerfSampler_OwnMemoryRanges)
+    var recorderStarts = [UInt64](repeating: 0, count: capacity)
+    var recorderEnds = [UInt64](repeating: 0, count: capacity)
+    let recorderCount = min(Int(CPerfSampler_ownMemory(&recorderStarts, &recorderEnds, UInt32(capacity))), capacity)
     var result = CPerfHeapScan_Result()
     let status = withExtendedLifetime(options.snapshot) {
       withUnsafePointer(to: options.snapshot?.raw ?? CPerfHeapScan_Snapshot()) { snapshot in
