@@ -209,7 +209,10 @@ private func smallProfile() -> Profile {
   func aPrunedTreePrintsAsTheWholeTree(options: CallTreeOptions) throws {
     let profile = try #require(Self.randomWalks)
     let whole = CallTree(profile: profile, options: options)
-    for (depth, percent, top) in [(12, 0.5, nil), (4, 5.0, 3), (1, 1.0, nil), (30, 0.0, nil), (6, 2.0, 1)] as [(Int, Double, Int?)] {
+    let cuts: [(depth: Int, percent: Double, top: Int?)] = [
+      (12, 0.5, nil), (4, 5.0, 3), (1, 1.0, nil), (30, 0.0, nil), (6, 2.0, 1),
+    ]
+    for (depth, percent, top) in cuts {
       let pruned = CallTree(
         profile: profile, options: options, pruning: CallTreePruning(minimumFraction: percent / 100, maxDepth: depth))
       #expect(
