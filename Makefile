@@ -12,7 +12,7 @@ TEST_PACKAGES := chromium protobuf-compiler linux-perf libjemalloc2 libtcmalloc-
 RUN_CONFIGURATION ?= release
 ARGS ?=
 
-.PHONY: help setup system-packages build run test test-tsan bench leak-corpus raw-buffer-leaks stress lint clean
+.PHONY: help setup system-packages build run test test-tsan bench leak-corpus raw-buffer-leaks stress server-fixture lint clean
 
 ## help: this list: each target and the first line of its `##` comment.
 help:
@@ -55,6 +55,7 @@ test: setup lint
 	$(SWIFT) build --build-tests -Xswiftc -warnings-as-errors
 	scripts/check-c-symbols.sh .build/debug
 	$(SWIFT) build -c release --product perfharness-leak-corpus
+	@$(MAKE) --no-print-directory server-fixture
 	@# The log is kept, and a failure ends with its failed expectations: CI shows only
 	@# the tail of a run, where otherwise only the suites' summaries would be.
 	@set -o pipefail; $(SWIFT) test --skip-build 2>&1 | tee .build/test.log || { \
@@ -121,6 +122,12 @@ stress: setup
 	$(SWIFT) build --product record-target-c
 	$(SWIFT) build --product PerfHarnessPreload
 	scripts/stress.sh .build/debug
+
+## server-fixture: the Hummingbird 2 server that ServerRecordTests records under load, a
+##   package of its own (Tests/Fixtures/LeakingServer: perfharness does not depend on
+##   Hummingbird), built in release, as a server runs, into .build/server-fixture.
+server-fixture:
+	$(SWIFT) build -c release --package-path Tests/Fixtures/LeakingServer --scratch-path $(CURDIR)/.build/server-fixture
 
 ## lint: swift-format for Swift; clang-format (.clang-format, Debian's clang-format) for C,
 ##   and the C sources compiled with -Wall -Wextra -Werror (scripts/check-c-warnings.sh).
