@@ -217,6 +217,8 @@ typedef struct {
   int glibcChunks;  // glibc's malloc: the next chunk's header may lie in a block's last bytes
   const uint64_t *excludedStarts, *excludedEnds;  // the recorder's own memory: never a root
   uint64_t excludedCount;
+  uint64_t taskSlabMetadata;  // optional (0): word 0 of a task allocator's slab
+  uint64_t taskSlabWords;
 } Scanner;
 
 /// Marks the blocks the words of [start, end) name, less the recorder's own memory.

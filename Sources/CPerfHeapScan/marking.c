@@ -198,6 +198,32 @@ static inline int push_edge(Scanner *sc, uint32_t target, uint32_t offset) {
   return vec_push_u32(&sc->edgeTargets, target) | vec_push_u32(&sc->edgeOffsets, offset);
 }
 
+/// Swift Concurrency's task allocator is a stack of slabs (StackAllocator.h): word 0 is a
+/// fake metadata pointer, word 1 the next slab, word 2 the capacity (low half) and the
+/// current offset (high half), the payload from word 4 on. Frames pushed there and popped
+/// since leave their words past the current offset, and the next slabs of the chain are
+/// wholly free: a word there names what a finished frame held, a block freed since whose
+/// address malloc may have handed to a leaked object. When word `w` of a block of `n` words
+/// starts a slab that fits in it, its free part is words [*from, *to): returns 1.
+static inline int task_slab_free_part(const Scanner *sc, const uint64_t *words, uint64_t w, uint64_t n, uint64_t *from,
+                                      uint64_t *to) {
+  if (!sc->taskSlabMetadata || words[w] != sc->taskSlabMetadata || (w & 1) || w + 4 > n) return 0;
+  uint64_t capacity = (uint32_t)words[w + 2], offset = words[w + 2] >> 32;
+  if (offset > capacity || (offset & 15) || capacity / 8 > n - w - 4) return 0;
+  *from = w + 4 + offset / 8;
+  *to = w + 4 + capacity / 8;
+  return 1;
+}
+
+/// Counts the words of a slab's free part that name a block (not followed).
+static void count_task_slab_words(Scanner *sc, const uint64_t *words, uint64_t from, uint64_t to) {
+  const Index *ix = sc->ix;
+  for (uint64_t i = from; i < to; i++) {
+    uint64_t v = words[i] & POINTER_MASK;
+    if (v - ix->minStart < ix->maxEnd - ix->minStart && index_find(ix, v) >= 0) sc->taskSlabWords++;
+  }
+}
+
 void scan_blocks(Scanner *sc) {
   const Index *ix = sc->ix;
   const CPerfHeapScan_Block *blocks = ix->blocks;
@@ -225,6 +251,14 @@ void scan_blocks(Scanner *sc) {
       }
       if (lastIsArray && n >= 4) n = array_live_words(sc, words, n, lastStride);
     }
+    // A slab older than the recording (a task started before it) is read up to its
+    // current offset. Slabs inside a holder are read whole.
+    uint64_t slabFrom, slabTo;
+    if (n >= 4 && task_slab_free_part(sc, words, 0, n, &slabFrom, &slabTo) && block_is_holder(blk)) {
+      count_task_slab_words(sc, words, slabFrom, slabTo);
+      scan_words(sc, words, slabFrom, CPerfHeapScan_MarkHeldByHolder, 0, NULL, 0);
+      continue;
+    }
     if (block_is_holder(blk)) {
       // Word 1 of an object is its refcount: never a pointer worth following here.
       // Only a Swift object's words are checked against the snapshot: its references are
@@ -242,7 +276,20 @@ void scan_blocks(Scanner *sc) {
       continue;
     }
     const CPerfHeapScan_Layout *layout = swift ? layout_of(sc, blk, &layoutMetadata, &lastLayout) : NULL;
+    // The free parts of the task allocator's slabs met so far and still ahead: a task's
+    // first slab lies inside the task's allocation, which may lie inside its parent's slab
+    // (`async let`), so they nest. Innermost last.
+    uint64_t skipFrom[4], skipTo[4];
+    int skips = 0;
     for (uint64_t w = 0; w < n; w++) {
+      while (skips > 0 && w >= skipFrom[skips - 1]) {
+        skips--;
+        if (w < skipTo[skips]) {
+          count_task_slab_words(sc, words, w, skipTo[skips]);
+          w = skipTo[skips];
+        }
+      }
+      if (w >= n) break;
       if (swift && w == 1) {
         uint64_t rc = words[1];
         if ((rc >> 62) == 3) {
@@ -254,7 +301,16 @@ void scan_blocks(Scanner *sc) {
         continue;
       }
       uint64_t v = words[w] & POINTER_MASK;
-      if (v - lo >= span) continue;
+      if (v - lo >= span) {
+        uint64_t from, to;
+        if (skips < 4 && task_slab_free_part(sc, words, w, n, &from, &to) &&
+            (skips == 0 || to <= skipFrom[skips - 1])) {
+          skipFrom[skips] = from;
+          skipTo[skips] = to;
+          skips++;
+        }
+        continue;
+      }
       int64_t b = index_find_near(ix, v, near);
       if (b < 0) continue;
       near = b;

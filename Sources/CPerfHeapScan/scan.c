@@ -81,6 +81,7 @@ static int32_t scan_impl(const CPerfHeapScan_Block *blocks, uint64_t count, cons
     sc.arrayStorageCount = options->arrayStorageCount;
     sc.usableSize = options->usableSize;
   }
+  if (options) sc.taskSlabMetadata = options->taskSlabMetadata;
   sc.edgeTargets.elementSize = sc.edgeOffsets.elementSize = sizeof(uint32_t);
   Vec maps = {0}, segments = {.elementSize = sizeof(Range)}, tids = {0};
   int32_t status = 0;
@@ -353,6 +354,7 @@ done:
   index_free(&ix);
   result->staleWords = sc.staleWords;
   result->layoutWords = sc.layoutWords;
+  result->taskSlabWords = sc.taskSlabWords;
   result->edgeCount = sc.edgeTargets.count;
   result->edgeTargets = (CPerfHeapScan_Column){sc.edgeTargets.data, sc.edgeTargets.count,
                                                round_page(sc.edgeTargets.capacity * sizeof(uint32_t))};

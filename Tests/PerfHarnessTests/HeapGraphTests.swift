@@ -92,4 +92,50 @@ import Testing
     #expect(graph.marks[0] & UInt8(CPerfHeapScan_MarkHeldByHolder) == 0)
     #expect(graph.edgeCount == 0)
   }
+
+  /// Swift Concurrency's task allocator keeps popped frames' words in its slabs: a slab
+  /// (word 0 the runtime's slab metadata) is read up to its current offset, in a block of
+  /// its own (a slab malloc gave) and inside another (a task's first slab, in the task's
+  /// allocation). Its link to the next slab is followed; what lies past the offset is not.
+  @Test func aTaskAllocatorSlabIsReadUpToItsCurrentOffset() throws {
+    let metadata = try #require(HeapGraph.taskSlabMetadata, "Swift Concurrency publishes its slabs' metadata")
+    let memory = try #require(calloc(1, 1024 + 512 + 4 * 64))
+    defer { free(memory) }
+    func store(_ target: UnsafeMutableRawPointer, at offset: Int) {
+      memory.storeBytes(of: UInt(bitPattern: target), toByteOffset: offset, as: UInt.self)
+    }
+    let (live, stale, next, taskLive) = (memory + 1536, memory + 1600, memory + 1664, memory + 1728)
+    // A slab of its own: 992 bytes of payload, 64 in use.
+    memory.storeBytes(of: metadata, toByteOffset: 0, as: UInt.self)
+    store(next, at: 8)
+    memory.storeBytes(of: UInt(992) | UInt(64) << 32, toByteOffset: 16, as: UInt.self)
+    store(live, at: 32 + 16)
+    store(stale, at: 32 + 64 + 8)
+    // A task's first slab, 64 bytes into its 512-byte allocation: 416 bytes, 32 in use.
+    let task = 1024
+    memory.storeBytes(of: metadata, toByteOffset: task + 64, as: UInt.self)
+    memory.storeBytes(of: UInt(416) | UInt(32) << 32, toByteOffset: task + 64 + 16, as: UInt.self)
+    store(taskLive, at: task + 8)
+    store(taskLive, at: task + 96 + 8)
+    store(stale, at: task + 96 + 32)
+    store(stale, at: task + 96 + 400)
+    let blocks = [
+      Self.block(memory, 0, size: 1024), Self.block(memory, task, size: 512), Self.block(memory, 1536),
+      Self.block(memory, 1600), Self.block(memory, 1664), Self.block(memory, 1728),
+    ]
+    let (slabAddress, taskAddress) = (blocks[0].address, blocks[1].address)
+    let graph = try HeapGraph.scan(blocks: blocks, options: Self.noRoots)
+    #expect(
+      Self.edges(graph, blocks) == [
+        [slabAddress, blocks[4].address, 8], [slabAddress, blocks[2].address, 48],
+        [taskAddress, blocks[5].address, 8], [taskAddress, blocks[5].address, 104],
+      ])
+    #expect(graph.taskSlabWords == 3)
+    // Without the slabs' metadata, the same words are all followed.
+    var options = Self.noRoots
+    options.taskSlabMetadata = nil
+    let unknowing = try HeapGraph.scan(blocks: blocks, options: options)
+    #expect(Self.edges(unknowing, blocks).count == 7)
+    #expect(unknowing.taskSlabWords == 0)
+  }
 }

@@ -184,6 +184,13 @@ typedef struct CPerfHeapScan_Options {
   const uint64_t *recorderMemoryStarts;
   const uint64_t *recorderMemoryEnds;
   uint64_t recorderMemoryCount;
+  /// Optional (0: none): the fake metadata pointer Swift Concurrency's task allocator
+  /// (`swift::StackAllocator<..., &TaskAllocatorSlabMetadata, ...>`) puts in word 0 of each
+  /// slab, at its start: then the slab's next link (+8), capacity and current offset (two
+  /// 32-bit words at +16), its payload from +32. A slab is a malloc block of its own, or the
+  /// first slab of a task, inside the task's allocation. Past the current offset the slab is
+  /// free memory to the allocator, holding what frames popped since left there: not scanned.
+  uint64_t taskSlabMetadata;
 } CPerfHeapScan_Options;
 
 /// One of a result's mmap'd arrays. The caller may take one over (and later munmap
@@ -219,6 +226,7 @@ typedef struct CPerfHeapScan_Result {
   uint64_t freedBlocks;     // blocks marked CPerfHeapScan_MarkFreed
   uint64_t freesNotLogged;  // frees options->freedSinceListing counted but could not give
   uint64_t layoutWords;     // words naming a block, not followed because of options->layouts
+  uint64_t taskSlabWords;   // words naming a block in the free part of a task allocator's slab
   int32_t error;            // 0, else errno of `call`
   const char *call;
 } CPerfHeapScan_Result;

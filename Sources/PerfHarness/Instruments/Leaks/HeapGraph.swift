@@ -117,6 +117,9 @@ struct HeapGraph {
   /// Words that named a block but cannot hold a reference by their object's type's layout
   /// (padding, an enum's tag, a number), not followed.
   var layoutWords = 0
+  /// Words in the free part of Swift Concurrency's task allocator slabs that named a block,
+  /// not followed (`Options.taskSlabMetadata`).
+  var taskSlabWords = 0
   /// Blocks freed between the listing and the scan, left out (`Options.leavesOutFreedBlocks`).
   var freedBlocks = 0
   /// Frees the log could not hold: blocks they freed may have been scanned (0 normally).
@@ -152,6 +155,22 @@ struct HeapGraph {
     /// logged them (see `CPerfAlloc_watchFrees`): their addresses may belong to other blocks
     /// by now.
     var leavesOutFreedBlocks = false
+    /// Word 0 of each slab of Swift Concurrency's task allocator (see
+    /// `CPerfHeapScan_Options.taskSlabMetadata`): the free parts of slabs are not scanned.
+    /// The runtime's own, nil when Swift Concurrency is not loaded.
+    var taskSlabMetadata: UInt? = HeapGraph.taskSlabMetadata
+  }
+
+  /// The fake metadata pointer Swift Concurrency puts at the start of its task allocator's
+  /// slabs, which it publishes for debuggers (`_swift_concurrency_debug_asyncTaskSlabMetadata`
+  /// holds its address). Looked up while the program still runs normally, not while its
+  /// threads are parked (dlsym takes the loader's lock).
+  static var taskSlabMetadata: UInt? {
+    // A null handle is glibc's RTLD_DEFAULT: every image loaded in the global scope.
+    guard let symbol = dlsym(nil, "_swift_concurrency_debug_asyncTaskSlabMetadata")
+    else { return nil }
+    let value = symbol.load(as: UInt.self)
+    return value == 0 ? nil : value
   }
 
   /// Whether the recorder's listing is, word for word, what the C scan reads.
@@ -284,7 +303,8 @@ struct HeapGraph {
       snapshot: nil, freedSinceListing: options.leavesOutFreedBlocks ? CPerfAlloc_watchedFrees : nil,
       layouts: nil, layoutCount: UInt64(layouts.entries.count), layoutBits: nil, arrayStorage: nil,
       arrayStorageCount: 0,
-      usableSize: foreignUsableSize(), recorderMemoryStarts: nil, recorderMemoryEnds: nil, recorderMemoryCount: 0
+      usableSize: foreignUsableSize(), recorderMemoryStarts: nil, recorderMemoryEnds: nil, recorderMemoryCount: 0,
+      taskSlabMetadata: UInt64(options.taskSlabMetadata ?? 0)
     )
     // The Time Profiler's tables and buffers copy the program's registers and stack words:
     // no root (see CPerfSampler_ownMemory).
@@ -351,7 +371,7 @@ struct HeapGraph {
       marks: marks, rootSources: rootSources,
       threadsScanned: Int(result.threadCount), unscannedThreads: Int(result.unscannedThreads),
       blockedThreads: Int(result.blockedThreads), staleWords: Int(result.staleWords),
-      layoutWords: Int(result.layoutWords),
+      layoutWords: Int(result.layoutWords), taskSlabWords: Int(result.taskSlabWords),
       freedBlocks: Int(result.freedBlocks), freesNotLogged: Int(result.freesNotLogged),
       rootBytes: Int(result.rootBytes),
       scannedBytes: Int(result.scannedBytes),

@@ -509,7 +509,8 @@ enum LeakAnalysis {
       threadsScanned: graph.threadsScanned,
       scanMilliseconds: Double(graph.scanNanoseconds) / 1e6, blocksScanned: nodeCount,
       holderCount: nodeCount - graph.recordedCount, scannerBytes: graph.scannerBytes,
-      staleRootWords: graph.staleWords, nonReferenceWords: graph.layoutWords, blocksFreedBeforeScan: graph.freedBlocks,
+      staleRootWords: graph.staleWords, nonReferenceWords: graph.layoutWords,
+      taskAllocatorFreeWords: graph.taskSlabWords, blocksFreedBeforeScan: graph.freedBlocks,
       freesNotLogged: graph.freesNotLogged,
       edgeCount: graph.edgeCount,
       suppressedCount: suppressedCount, suppressedBytes: suppressedBytes, retainers: retainers)

@@ -41,6 +41,9 @@ public struct LeaksReport: Codable, Sendable, Equatable {
   /// Words naming a block that the type of the Swift object holding them says cannot hold
   /// a reference (padding, an enum's tag, a number-typed property), not followed.
   public var nonReferenceWords: Int?
+  /// Words naming a block in the free part of a slab of Swift Concurrency's task allocator
+  /// (past the slab's current offset: what frames popped since left there), not followed.
+  public var taskAllocatorFreeWords: Int?
   /// Blocks freed between the listing and the scan (by the harness's own work after the
   /// stop, or the scenario's during a check), left out: their addresses may belong to other
   /// blocks by then.
