@@ -86,6 +86,7 @@
 #define g_timelineLast        cperf_alloc_g_timelineLast
 #define g_top                 cperf_alloc_g_top
 #define g_tracksPreexisting   cperf_alloc_g_tracksPreexisting
+#define g_keptListing         cperf_alloc_g_keptListing
 #define g_watchCount          cperf_alloc_g_watchCount
 #define g_watching            cperf_alloc_g_watching
 #define g_watchLog            cperf_alloc_g_watchLog
@@ -109,6 +110,7 @@
 #define snapshotFreed         cperf_alloc_snapshotFreed
 #define stackCacheMatchWide   cperf_alloc_stackCacheMatchWide
 #define stackIntern           cperf_alloc_stackIntern
+#define keepFreedWords        cperf_alloc_keepFreedWords
 #define startWatchIfWanted    cperf_alloc_startWatchIfWanted
 #define sumLiveBytes          cperf_alloc_sumLiveBytes
 #define t_clockCountdown      cperf_alloc_t_clockCountdown

@@ -89,6 +89,58 @@ uint64_t CPerfAlloc_watchedFrees(const uint64_t **addresses, uint64_t *frees) {
 }
 
 void CPerfAlloc_endWatchingFrees(void) {
+  atomic_store_explicit(&g_keptListing, NULL, memory_order_release);
   atomic_store_explicit(&g_watchWanted, 0, memory_order_relaxed);
   atomic_store_explicit(&g_watching, 0, memory_order_release);
+}
+
+ALLOC_HIDDEN const CPerfAlloc_Block *_Atomic g_keptListing;
+static uint64_t g_keptListingCount;
+static uint64_t *g_kept;
+static _Atomic uint64_t g_keptCount;    // words reserved, records' headers included
+static _Atomic uint64_t g_keptDropped;  // listed blocks freed that did not fit
+
+void CPerfAlloc_keepFreedWords(const CPerfAlloc_Block *listing, uint64_t count) {
+  atomic_store_explicit(&g_keptListing, NULL, memory_order_release);
+  atomic_store_explicit(&g_keptCount, 0, memory_order_relaxed);
+  atomic_store_explicit(&g_keptDropped, 0, memory_order_relaxed);
+  if (!listing || count == 0) return;
+  if (!g_kept) {
+    g_kept = mapBytes(KEPT_CAPACITY * sizeof(uint64_t));
+    if (!g_kept) return;
+  }
+  g_keptListingCount = count;
+  atomic_store_explicit(&g_keptListing, listing, memory_order_release);
+}
+
+// In the free hook, before glibc's free: a listed block's words as they are now (the
+// listing is in address order; a block not found in it is not kept).
+ALLOC_HIDDEN void keepFreedWords(const CPerfAlloc_Block *listing, void *pointer) {
+  uint64_t address = (uint64_t)(uintptr_t)pointer, lo = 0, hi = g_keptListingCount;
+  while (lo < hi) {
+    uint64_t mid = lo + (hi - lo) / 2;
+    if ((listing[mid].addressWord & KEPT_ADDRESS_MASK) < address)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  if (lo >= g_keptListingCount || (listing[lo].addressWord & KEPT_ADDRESS_MASK) != address) return;
+  uint64_t words = (listing[lo].sizeWord & CPerfAlloc_BlockSizeMask) / 8;
+  if (words > KEPT_BLOCK_WORDS) words = KEPT_BLOCK_WORDS;
+  uint64_t at = atomic_fetch_add_explicit(&g_keptCount, words + 2, memory_order_relaxed);
+  if (at + words + 2 > KEPT_CAPACITY) {
+    atomic_fetch_add_explicit(&g_keptDropped, 1, memory_order_relaxed);
+    return;
+  }
+  g_kept[at + 1] = words;
+  memcpy(&g_kept[at + 2], pointer, words * 8);
+  atomic_store_explicit((_Atomic uint64_t *)&g_kept[at], address, memory_order_release);
+}
+
+uint64_t CPerfAlloc_keptFreedWords(const uint64_t **words, uint64_t *dropped) {
+  if (words) *words = g_kept;
+  if (dropped) *dropped = atomic_load_explicit(&g_keptDropped, memory_order_relaxed);
+  if (!g_kept) return 0;
+  uint64_t n = atomic_load_explicit(&g_keptCount, memory_order_acquire);
+  return n < KEPT_CAPACITY ? n : KEPT_CAPACITY;
 }

@@ -219,6 +219,7 @@ typedef struct {
   uint64_t excludedCount;
   uint64_t taskSlabMetadata;  // optional (0): word 0 of a task allocator's slab
   uint64_t taskSlabWords;
+  const uint64_t **keptWords;  // optional, per block: the copy of a freed block (count, words)
 } Scanner;
 
 /// Marks the blocks the words of [start, end) name, less the recorder's own memory.

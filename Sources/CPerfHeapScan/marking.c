@@ -236,11 +236,17 @@ void scan_blocks(Scanner *sc) {
   for (uint64_t i = 0; i < ix->count; i++) {
     sc->edgeStart[i] = (uint32_t)sc->edgeTargets.count;
     const CPerfHeapScan_Block *blk = &blocks[i];
-    if (sc->marks[i] & (CPerfHeapScan_MarkSideTable | CPerfHeapScan_MarkUnreadable | CPerfHeapScan_MarkFreed |
-                        CPerfHeapScan_MarkOverlapping))
-      continue;
     const uint64_t *words = (const uint64_t *)block_start(blk);
     uint64_t n = block_size(blk) / 8;
+    // A block freed since the listing is read from the copy taken when it was freed, if
+    // there is one: what it named then (see CPerfHeapScan_Options.keptFreedWords).
+    if ((sc->marks[i] & CPerfHeapScan_MarkFreed) && sc->keptWords && sc->keptWords[i]) {
+      n = sc->keptWords[i][0];
+      words = sc->keptWords[i] + 1;
+    } else if (sc->marks[i] & (CPerfHeapScan_MarkSideTable | CPerfHeapScan_MarkUnreadable | CPerfHeapScan_MarkFreed |
+                               CPerfHeapScan_MarkOverlapping)) {
+      continue;
+    }
     int swift = block_is_swift_object(blk);
     if (swift && sc->arrayStorageCount) {
       uint64_t metadata = block_metadata(blk);

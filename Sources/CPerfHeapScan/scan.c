@@ -233,6 +233,32 @@ static int32_t scan_impl(const CPerfHeapScan_Block *blocks, uint64_t count, cons
     }
     result->freesNotLogged = frees > logged ? frees - logged : 0;
   }
+  if (status == 0 && result->freedBlocks && options && options->keptFreedWords) {
+    const uint64_t *kept = NULL;
+    uint64_t dropped = 0, n = options->keptFreedWords(&kept, &dropped);
+    uint64_t bytes = round_page(count * sizeof(uint64_t *));
+    sc.keptWords = kept && n ? map_bytes(bytes) : NULL;
+    // Records back to back; one whose address is not written yet ends the walk (its
+    // length may not be either).
+    for (uint64_t at = 0; sc.keptWords && at + 2 <= n && kept[at];) {
+      uint64_t address = kept[at], words = kept[at + 1];
+      if (at + 2 + words > n) break;
+      if (address - ix.minStart < ix.maxEnd - ix.minStart) {
+        int64_t b = index_find(&ix, address);
+        // The first copy: a later one is of another block glibc put at the same address.
+        if (b >= 0 && block_start(&ix.blocks[b]) == address && (sc.marks[b] & CPerfHeapScan_MarkFreed) &&
+            !sc.keptWords[b]) {
+          sc.keptWords[b] = &kept[at + 1];
+          result->keptFreedBlocks++;
+        }
+      }
+      at += 2 + words;
+    }
+    if (sc.keptWords && !result->keptFreedBlocks) {
+      munmap(sc.keptWords, bytes);
+      sc.keptWords = NULL;
+    }
+  }
   if (status == 0) {
     classify_blocks(&sc, &maps);
     Range *seg = segments.data;
@@ -348,6 +374,7 @@ done:
     munmap(g_slots, slotBytes);
     g_slots = NULL;
   }
+  if (sc.keptWords) munmap(sc.keptWords, round_page(count * sizeof(uint64_t *)));
   vec_free(&maps);
   vec_free(&segments);
   vec_free(&tids);

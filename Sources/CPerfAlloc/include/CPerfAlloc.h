@@ -256,8 +256,18 @@ void CPerfAlloc_watchFrees(void);
 /// The addresses logged so far (*addresses; returns how many) and how many frees there
 /// were (*frees: more than that if the log overflowed). Allocates nothing.
 uint64_t CPerfAlloc_watchedFrees(const uint64_t **addresses, uint64_t *frees);
-/// Stops logging (after the scan).
+/// Stops logging (after the scan), and keeping freed blocks' words.
 void CPerfAlloc_endWatchingFrees(void);
+/// While frees are watched, a block of `listing` (the stop's, in address order; it must
+/// outlive the watch) freed from now on leaves a copy of its words (at most 64 KiB), taken
+/// before glibc's free: a table the harness's own work grows between the stop and the scan
+/// (the Swift runtime's cache of type names, when the analysis names a type) moves to a
+/// block no listing holds and frees the listed one, and what it named would read as leaked.
+void CPerfAlloc_keepFreedWords(const CPerfAlloc_Block *listing, uint64_t count);
+/// The copies so far: records of [address, word count n, n words] from *words, back to back
+/// (returns the words they take; a record whose address is still 0 was being written).
+/// *dropped: listed blocks freed that did not fit.
+uint64_t CPerfAlloc_keptFreedWords(const uint64_t **words, uint64_t *dropped);
 
 /// Valid only between stop and release. Counts are returned through the out parameters.
 void CPerfAlloc_stats(CPerfAlloc_Stats *stats);

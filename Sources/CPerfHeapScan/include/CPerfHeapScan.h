@@ -191,6 +191,12 @@ typedef struct CPerfHeapScan_Options {
   /// first slab of a task, inside the task's allocation. Past the current offset the slab is
   /// free memory to the allocator, holding what frames popped since left there: not scanned.
   uint64_t taskSlabMetadata;
+  /// Optional: copies of blocks' words taken when they were freed after the listing
+  /// (CPerfAlloc_keptFreedWords: records of [address, n, n words], returns the words they
+  /// take). A block marked CPerfHeapScan_MarkFreed whose copy is there is scanned from its
+  /// first copy: what it named when it was freed (a table moved to a block no listing
+  /// holds) stays reachable, since a freed block is not judged.
+  uint64_t (*keptFreedWords)(const uint64_t **words, uint64_t *dropped);
 } CPerfHeapScan_Options;
 
 /// One of a result's mmap'd arrays. The caller may take one over (and later munmap
@@ -219,15 +225,16 @@ typedef struct CPerfHeapScan_Result {
   /// wait in a system call: their stack was read from its stack pointer there; their
   /// registers were not.
   uint32_t blockedThreads;
-  uint64_t rootBytes;       // bytes of root ranges scanned
-  uint64_t scannedBytes;    // bytes of blocks scanned
-  uint64_t extraBytes;      // bytes mapped for the scan (index, output, thread slots)
-  uint64_t staleWords;      // root words not followed because of options->snapshot
-  uint64_t freedBlocks;     // blocks marked CPerfHeapScan_MarkFreed
-  uint64_t freesNotLogged;  // frees options->freedSinceListing counted but could not give
-  uint64_t layoutWords;     // words naming a block, not followed because of options->layouts
-  uint64_t taskSlabWords;   // words naming a block in the free part of a task allocator's slab
-  int32_t error;            // 0, else errno of `call`
+  uint64_t rootBytes;        // bytes of root ranges scanned
+  uint64_t scannedBytes;     // bytes of blocks scanned
+  uint64_t extraBytes;       // bytes mapped for the scan (index, output, thread slots)
+  uint64_t staleWords;       // root words not followed because of options->snapshot
+  uint64_t freedBlocks;      // blocks marked CPerfHeapScan_MarkFreed
+  uint64_t freesNotLogged;   // frees options->freedSinceListing counted but could not give
+  uint64_t layoutWords;      // words naming a block, not followed because of options->layouts
+  uint64_t taskSlabWords;    // words naming a block in the free part of a task allocator's slab
+  uint64_t keptFreedBlocks;  // freed blocks scanned from the copy taken when they were freed
+  int32_t error;             // 0, else errno of `call`
   const char *call;
 } CPerfHeapScan_Result;
 

@@ -120,6 +120,9 @@ struct HeapGraph {
   /// Words in the free part of Swift Concurrency's task allocator slabs that named a block,
   /// not followed (`Options.taskSlabMetadata`).
   var taskSlabWords = 0
+  /// Blocks freed between the listing and the scan read from the copy of their words taken
+  /// when they were freed (`CPerfAlloc_keepFreedWords`).
+  var keptFreedBlocks = 0
   /// Blocks freed between the listing and the scan, left out (`Options.leavesOutFreedBlocks`).
   var freedBlocks = 0
   /// Frees the log could not hold: blocks they freed may have been scanned (0 normally).
@@ -304,7 +307,8 @@ struct HeapGraph {
       layouts: nil, layoutCount: UInt64(layouts.entries.count), layoutBits: nil, arrayStorage: nil,
       arrayStorageCount: 0,
       usableSize: foreignUsableSize(), recorderMemoryStarts: nil, recorderMemoryEnds: nil, recorderMemoryCount: 0,
-      taskSlabMetadata: UInt64(options.taskSlabMetadata ?? 0)
+      taskSlabMetadata: UInt64(options.taskSlabMetadata ?? 0),
+      keptFreedWords: options.leavesOutFreedBlocks ? CPerfAlloc_keptFreedWords : nil
     )
     // The Time Profiler's tables and buffers copy the program's registers and stack words:
     // no root (see CPerfSampler_ownMemory).
@@ -372,6 +376,7 @@ struct HeapGraph {
       threadsScanned: Int(result.threadCount), unscannedThreads: Int(result.unscannedThreads),
       blockedThreads: Int(result.blockedThreads), staleWords: Int(result.staleWords),
       layoutWords: Int(result.layoutWords), taskSlabWords: Int(result.taskSlabWords),
+      keptFreedBlocks: Int(result.keptFreedBlocks),
       freedBlocks: Int(result.freedBlocks), freesNotLogged: Int(result.freesNotLogged),
       rootBytes: Int(result.rootBytes),
       scannedBytes: Int(result.scannedBytes),

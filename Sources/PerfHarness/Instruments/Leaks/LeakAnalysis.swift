@@ -1,3 +1,4 @@
+import CPerfAlloc
 import CPerfHeapScan
 
 /// The leaks instrument: scans the memory graph of a recording's live blocks and
@@ -77,6 +78,7 @@ enum LeakAnalysis {
     AllocationRecorder.watchFrees()
     defer { AllocationRecorder.endWatchingFrees() }
     let recording = recorder.stop()
+    keepFreedWords(of: recording.liveBlocks)
     scrubStack()
     var options = options
     options.leavesOutFreedBlocks = true
@@ -84,6 +86,21 @@ enum LeakAnalysis {
       recording,
       try scan(recording: recording, symbolizer: try symbolizer(), suppressions: suppressions, options: options)
     )
+  }
+
+  /// From here to the scan, a listed block that is freed leaves a copy of its words
+  /// (`CPerfAlloc_keepFreedWords`): the analysis's own work grows tables of the runtime's
+  /// (naming a type grows the cache of type names), which move to blocks no listing holds.
+  /// Only a listing in address order, kept in `blocks` (alive past the scan, unchanged).
+  @inline(never)
+  private static func keepFreedWords(of blocks: [RecordedBlock]) {
+    guard RecordedBlock.hasListingLayout, !blocks.isEmpty else { return }
+    blocks.withUnsafeBufferPointer { buffer in
+      for index in 1..<buffer.count where buffer[index - 1].address >= buffer[index].address { return }
+      buffer.withMemoryRebound(to: CPerfAlloc_Block.self) { listing in
+        CPerfAlloc_keepFreedWords(listing.baseAddress, UInt64(listing.count))
+      }
+    }
   }
 
   /// Runs `body` on a new thread whose stack is fresh zero-filled memory, and returns its
