@@ -58,6 +58,12 @@ void CPerfAlloc_releaseReservedAddresses(CPerfAlloc_Reserved *out) {
   if (out) *out = r;
 }
 
+ALLOC_HIDDEN const CPerfAlloc_Block *_Atomic g_keptListing;
+static uint64_t g_keptListingCount;
+static uint64_t *g_kept;
+static _Atomic uint64_t g_keptCount;    // words reserved, records' headers included
+static _Atomic uint64_t g_keptDropped;  // listed blocks freed that did not fit
+
 ALLOC_HIDDEN uint64_t *g_watchLog;
 static _Atomic int32_t g_watchWanted;  // set before the listing, the log starts at it
 ALLOC_HIDDEN _Atomic int32_t g_watching;
@@ -76,6 +82,9 @@ void CPerfAlloc_watchFrees(void) {
     if (!g_watchLog) return;
   }
   atomic_store_explicit(&g_watching, 0, memory_order_relaxed);
+  // Copies of an earlier watch are not this one's (CPerfAlloc_keepFreedWords starts anew).
+  atomic_store_explicit(&g_keptListing, NULL, memory_order_release);
+  atomic_store_explicit(&g_keptCount, 0, memory_order_relaxed);
   atomic_store_explicit(&g_watchWanted, 1, memory_order_release);
 }
 
@@ -93,12 +102,6 @@ void CPerfAlloc_endWatchingFrees(void) {
   atomic_store_explicit(&g_watchWanted, 0, memory_order_relaxed);
   atomic_store_explicit(&g_watching, 0, memory_order_release);
 }
-
-ALLOC_HIDDEN const CPerfAlloc_Block *_Atomic g_keptListing;
-static uint64_t g_keptListingCount;
-static uint64_t *g_kept;
-static _Atomic uint64_t g_keptCount;    // words reserved, records' headers included
-static _Atomic uint64_t g_keptDropped;  // listed blocks freed that did not fit
 
 void CPerfAlloc_keepFreedWords(const CPerfAlloc_Block *listing, uint64_t count) {
   atomic_store_explicit(&g_keptListing, NULL, memory_order_release);

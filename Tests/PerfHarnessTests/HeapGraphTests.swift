@@ -132,9 +132,7 @@ import Testing
       ])
     #expect(graph.taskSlabWords == 3)
     // Without the slabs' metadata, the same words are all followed.
-    var options = Self.noRoots
-    options.taskSlabMetadata = nil
-    let unknowing = try HeapGraph.scan(blocks: blocks, options: options)
+    let unknowing = try HeapGraph.scan(blocks: blocks, options: Self.noRoots, readsTaskSlabs: false)
     #expect(Self.edges(unknowing, blocks).count == 7)
     #expect(unknowing.taskSlabWords == 0)
   }

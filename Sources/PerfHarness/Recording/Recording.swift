@@ -49,6 +49,7 @@ final class Recording: @unchecked Sendable {
       if configuration.instruments.contains(.leaks) {
         heapSnapshot = HeapSnapshot.take()
         heapSnapshot?.reserveDanglingAddresses()
+        _ = HeapGraph.taskSlabMetadata
       }
       do {
         allocationRecorder = try AllocationRecorder.start(mode: configuration.allocationMode)

@@ -118,7 +118,7 @@ struct HeapGraph {
   /// (padding, an enum's tag, a number), not followed.
   var layoutWords = 0
   /// Words in the free part of Swift Concurrency's task allocator slabs that named a block,
-  /// not followed (`Options.taskSlabMetadata`).
+  /// not followed (`scan`'s `readsTaskSlabs`).
   var taskSlabWords = 0
   /// Blocks freed between the listing and the scan read from the copy of their words taken
   /// when they were freed (`CPerfAlloc_keepFreedWords`).
@@ -158,23 +158,20 @@ struct HeapGraph {
     /// logged them (see `CPerfAlloc_watchFrees`): their addresses may belong to other blocks
     /// by now.
     var leavesOutFreedBlocks = false
-    /// Word 0 of each slab of Swift Concurrency's task allocator (see
-    /// `CPerfHeapScan_Options.taskSlabMetadata`): the free parts of slabs are not scanned.
-    /// The runtime's own, nil when Swift Concurrency is not loaded.
-    var taskSlabMetadata: UInt? = HeapGraph.taskSlabMetadata
   }
 
   /// The fake metadata pointer Swift Concurrency puts at the start of its task allocator's
   /// slabs, which it publishes for debuggers (`_swift_concurrency_debug_asyncTaskSlabMetadata`
-  /// holds its address). Looked up while the program still runs normally, not while its
-  /// threads are parked (dlsym takes the loader's lock).
-  static var taskSlabMetadata: UInt? {
+  /// holds its address). Looked up once, when a recording with leaks starts (`Recording`):
+  /// a lookup on the way to a check left words on the scenario's stack, a root of the
+  /// check, that kept the newest leaked cycle reachable in every check of
+  /// `cycles-checked-at-marks`.
+  static let taskSlabMetadata: UInt? = {
     // A null handle is glibc's RTLD_DEFAULT: every image loaded in the global scope.
-    guard let symbol = dlsym(nil, "_swift_concurrency_debug_asyncTaskSlabMetadata")
-    else { return nil }
+    guard let symbol = dlsym(nil, "_swift_concurrency_debug_asyncTaskSlabMetadata") else { return nil }
     let value = symbol.load(as: UInt.self)
     return value == 0 ? nil : value
-  }
+  }()
 
   /// Whether the recorder's listing is, word for word, what the C scan reads.
   static let scansListingInPlace =
@@ -287,7 +284,7 @@ struct HeapGraph {
 
   static func scan(
     blocks: [RecordedBlock], holders: [RecordedBlock] = [], arrayStorage: [UInt: Int] = [:],
-    layouts: ReferenceLayouts = ReferenceLayouts(), options: Options = Options()
+    layouts: ReferenceLayouts = ReferenceLayouts(), options: Options = Options(), readsTaskSlabs: Bool = true
   ) throws -> HeapGraph {
     let started = DispatchFreeClock.now()
     // Everything that handles block addresses runs in callees whose frames the C scan
@@ -307,7 +304,7 @@ struct HeapGraph {
       layouts: nil, layoutCount: UInt64(layouts.entries.count), layoutBits: nil, arrayStorage: nil,
       arrayStorageCount: 0,
       usableSize: foreignUsableSize(), recorderMemoryStarts: nil, recorderMemoryEnds: nil, recorderMemoryCount: 0,
-      taskSlabMetadata: UInt64(options.taskSlabMetadata ?? 0),
+      taskSlabMetadata: readsTaskSlabs ? UInt64(HeapGraph.taskSlabMetadata ?? 0) : 0,
       keptFreedWords: options.leavesOutFreedBlocks ? CPerfAlloc_keptFreedWords : nil
     )
     // The Time Profiler's tables and buffers copy the program's registers and stack words:
