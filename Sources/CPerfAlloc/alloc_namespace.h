@@ -86,7 +86,6 @@
 #define g_timelineLast        cperf_alloc_g_timelineLast
 #define g_top                 cperf_alloc_g_top
 #define g_tracksPreexisting   cperf_alloc_g_tracksPreexisting
-#define g_keptListing         cperf_alloc_g_keptListing
 #define g_watchCount          cperf_alloc_g_watchCount
 #define g_watching            cperf_alloc_g_watching
 #define g_watchLog            cperf_alloc_g_watchLog
@@ -116,6 +115,7 @@
 #define t_clockCountdown      cperf_alloc_t_clockCountdown
 #define t_ignoringAllocations cperf_alloc_t_ignoringAllocations
 #define t_inHook              cperf_alloc_t_inHook
+#define t_keptListing         cperf_alloc_t_keptListing
 #define t_stackCache          cperf_alloc_t_stackCache
 #define t_stackCacheNext      cperf_alloc_t_stackCacheNext
 #define t_stackHi             cperf_alloc_t_stackHi

@@ -58,11 +58,12 @@ void CPerfAlloc_releaseReservedAddresses(CPerfAlloc_Reserved *out) {
   if (out) *out = r;
 }
 
-ALLOC_HIDDEN const CPerfAlloc_Block *_Atomic g_keptListing;
-static uint64_t g_keptListingCount;
-static uint64_t *g_kept;
-static _Atomic uint64_t g_keptCount;    // words reserved, records' headers included
-static _Atomic uint64_t g_keptDropped;  // listed blocks freed that did not fit
+ALLOC_HIDDEN TLS const CPerfAlloc_Block *t_keptListing;  // the keeping thread's, else NULL
+static TLS uint64_t t_keptListingCount;
+static uint64_t *g_kept;           // written by the keeping thread only
+static uint64_t g_keptCount;       // words of g_kept used, records' headers included
+static uint64_t g_keptDropped;     // listed blocks freed that did not fit
+static _Atomic int32_t g_keeping;  // a thread keeps copies (its scan reads them)
 
 ALLOC_HIDDEN uint64_t *g_watchLog;
 static _Atomic int32_t g_watchWanted;  // set before the listing, the log starts at it
@@ -82,9 +83,9 @@ void CPerfAlloc_watchFrees(void) {
     if (!g_watchLog) return;
   }
   atomic_store_explicit(&g_watching, 0, memory_order_relaxed);
-  // Copies of an earlier watch are not this one's (CPerfAlloc_keepFreedWords starts anew).
-  atomic_store_explicit(&g_keptListing, NULL, memory_order_release);
-  atomic_store_explicit(&g_keptCount, 0, memory_order_relaxed);
+  // Copies of an earlier watch are not this one's.
+  t_keptListing = NULL;
+  atomic_store_explicit(&g_keeping, 0, memory_order_relaxed);
   atomic_store_explicit(&g_watchWanted, 1, memory_order_release);
 }
 
@@ -98,28 +99,35 @@ uint64_t CPerfAlloc_watchedFrees(const uint64_t **addresses, uint64_t *frees) {
 }
 
 void CPerfAlloc_endWatchingFrees(void) {
-  atomic_store_explicit(&g_keptListing, NULL, memory_order_release);
+  t_keptListing = NULL;
+  atomic_store_explicit(&g_keeping, 0, memory_order_relaxed);
   atomic_store_explicit(&g_watchWanted, 0, memory_order_relaxed);
   atomic_store_explicit(&g_watching, 0, memory_order_release);
 }
 
 void CPerfAlloc_keepFreedWords(const CPerfAlloc_Block *listing, uint64_t count) {
-  atomic_store_explicit(&g_keptListing, NULL, memory_order_release);
-  atomic_store_explicit(&g_keptCount, 0, memory_order_relaxed);
-  atomic_store_explicit(&g_keptDropped, 0, memory_order_relaxed);
+  t_keptListing = NULL;
+  atomic_store_explicit(&g_keeping, 0, memory_order_relaxed);
+  g_keptCount = 0;
+  g_keptDropped = 0;
   if (!listing || count == 0) return;
   if (!g_kept) {
     g_kept = mapBytes(KEPT_CAPACITY * sizeof(uint64_t));
     if (!g_kept) return;
   }
-  g_keptListingCount = count;
-  atomic_store_explicit(&g_keptListing, listing, memory_order_release);
+  t_keptListingCount = count;
+  t_keptListing = listing;
+  atomic_store_explicit(&g_keeping, 1, memory_order_relaxed);
 }
 
-// In the free hook, before glibc's free: a listed block's words as they are now (the
-// listing is in address order; a block not found in it is not kept).
-ALLOC_HIDDEN void keepFreedWords(const CPerfAlloc_Block *listing, void *pointer) {
-  uint64_t address = (uint64_t)(uintptr_t)pointer, lo = 0, hi = g_keptListingCount;
+// In the free hook of the keeping thread, before the allocator's free: a listed block's
+// words as they are now, with the position of this free in the watch log (the scan takes a
+// copy only of a block's first free since the listing: at a later one, the address holds
+// another block). No more than the allocator's usable size is read: the block at the
+// address may be a smaller one than the listed block by then.
+ALLOC_HIDDEN void keepFreedWords(void *pointer, uint64_t logIndex) {
+  const CPerfAlloc_Block *listing = t_keptListing;
+  uint64_t address = (uint64_t)(uintptr_t)pointer, lo = 0, hi = t_keptListingCount;
   while (lo < hi) {
     uint64_t mid = lo + (hi - lo) / 2;
     if ((listing[mid].addressWord & KEPT_ADDRESS_MASK) < address)
@@ -127,23 +135,29 @@ ALLOC_HIDDEN void keepFreedWords(const CPerfAlloc_Block *listing, void *pointer)
     else
       hi = mid;
   }
-  if (lo >= g_keptListingCount || (listing[lo].addressWord & KEPT_ADDRESS_MASK) != address) return;
-  uint64_t words = (listing[lo].sizeWord & CPerfAlloc_BlockSizeMask) / 8;
+  if (lo >= t_keptListingCount || (listing[lo].addressWord & KEPT_ADDRESS_MASK) != address) return;
+  uint64_t bytes = listing[lo].sizeWord & CPerfAlloc_BlockSizeMask;
+  uint64_t usable = NEXT(usableSize)(pointer);
+  if (usable < bytes) bytes = usable;
+  uint64_t words = bytes / 8;
   if (words > KEPT_BLOCK_WORDS) words = KEPT_BLOCK_WORDS;
-  uint64_t at = atomic_fetch_add_explicit(&g_keptCount, words + 2, memory_order_relaxed);
-  if (at + words + 2 > KEPT_CAPACITY) {
-    atomic_fetch_add_explicit(&g_keptDropped, 1, memory_order_relaxed);
+  if (g_keptCount + words + 3 > KEPT_CAPACITY) {
+    g_keptDropped++;
     return;
   }
-  g_kept[at + 1] = words;
-  memcpy(&g_kept[at + 2], pointer, words * 8);
-  atomic_store_explicit((_Atomic uint64_t *)&g_kept[at], address, memory_order_release);
+  uint64_t *record = &g_kept[g_keptCount];
+  record[0] = address;
+  record[1] = logIndex;
+  record[2] = words;
+  memcpy(&record[3], pointer, words * 8);
+  g_keptCount += words + 3;
 }
 
+// Read by the scan's own thread, which the keeping thread started and waits for: no copy is
+// being written meanwhile.
 uint64_t CPerfAlloc_keptFreedWords(const uint64_t **words, uint64_t *dropped) {
-  if (words) *words = g_kept;
-  if (dropped) *dropped = atomic_load_explicit(&g_keptDropped, memory_order_relaxed);
-  if (!g_kept) return 0;
-  uint64_t n = atomic_load_explicit(&g_keptCount, memory_order_acquire);
-  return n < KEPT_CAPACITY ? n : KEPT_CAPACITY;
+  int keeping = atomic_load_explicit(&g_keeping, memory_order_relaxed) && g_kept;
+  if (words) *words = keeping ? g_kept : NULL;
+  if (dropped) *dropped = keeping ? g_keptDropped : 0;
+  return keeping ? g_keptCount : 0;
 }

@@ -62,19 +62,20 @@ extern ALLOC_HIDDEN _Atomic int32_t g_watching;
 extern ALLOC_HIDDEN _Atomic uint64_t g_watchCount;
 #define WATCHING() UNLIKELY(atomic_load_explicit(&g_watching, memory_order_relaxed))
 
-// The words of listed blocks freed while watched (CPerfAlloc_keepFreedWords): 32 MB of
-// address space, touched as it fills; at most 64 KiB of one block.
+// The words of listed blocks freed while watched by the thread that asked for them
+// (CPerfAlloc_keepFreedWords): 32 MB of address space, touched as it fills; at most 64 KiB
+// of one block. Only that thread copies, into memory only it writes, from a listing it
+// keeps alive: no other thread ever reads the listing or the copies.
 #define KEPT_CAPACITY     ((uint64_t)1 << 22)
 #define KEPT_BLOCK_WORDS  ((uint64_t)8192)
 #define KEPT_ADDRESS_MASK ((1ull << 48) - 1)  // CPerfAlloc_Block.addressWord's address
-extern ALLOC_HIDDEN const CPerfAlloc_Block *_Atomic g_keptListing;
-ALLOC_HIDDEN void keepFreedWords(const CPerfAlloc_Block *listing, void *pointer);
+extern ALLOC_HIDDEN TLS const CPerfAlloc_Block *t_keptListing;
+ALLOC_HIDDEN void keepFreedWords(void *pointer, uint64_t logIndex);
 
 static inline void noteFree(void *pointer) {
   uint64_t i = atomic_fetch_add_explicit(&g_watchCount, 1, memory_order_relaxed);
   if (i < WATCH_CAPACITY) g_watchLog[i] = (uint64_t)(uintptr_t)pointer;
-  const CPerfAlloc_Block *listing = atomic_load_explicit(&g_keptListing, memory_order_acquire);
-  if (UNLIKELY(listing != NULL)) keepFreedWords(listing, pointer);
+  if (UNLIKELY(t_keptListing != NULL)) keepFreedWords(pointer, i);
 }
 
 ALLOC_HIDDEN void startWatchIfWanted(void);

@@ -31,9 +31,10 @@ static const CPerfHeapScan_Layout *layout_find(const Scanner *sc, uint64_t metad
 /// `*lastMetadata`) is reused: neighbours in memory are mostly of one type, and a search
 /// per object was 20 of the 245 ms a 16 M-object heap's block scan took.
 static inline const CPerfHeapScan_Layout *layout_of(const Scanner *sc, const CPerfHeapScan_Block *blk,
-                                                    uint64_t *lastMetadata, const CPerfHeapScan_Layout **last) {
-  if (!sc->layoutCount || !block_is_swift_object(blk) || block_size(blk) < 16) return NULL;
-  uint64_t metadata = *(const uint64_t *)block_start(blk);
+                                                    const uint64_t *words, uint64_t n, uint64_t *lastMetadata,
+                                                    const CPerfHeapScan_Layout **last) {
+  if (!sc->layoutCount || !block_is_swift_object(blk) || block_size(blk) < 16 || n < 1) return NULL;
+  uint64_t metadata = words[0];
   if (metadata != *lastMetadata) {
     *lastMetadata = metadata;
     *last = layout_find(sc, metadata);
@@ -239,8 +240,10 @@ void scan_blocks(Scanner *sc) {
     const uint64_t *words = (const uint64_t *)block_start(blk);
     uint64_t n = block_size(blk) / 8;
     // A block freed since the listing is read from the copy taken when it was freed, if
-    // there is one: what it named then (see CPerfHeapScan_Options.keptFreedWords).
-    if ((sc->marks[i] & CPerfHeapScan_MarkFreed) && sc->keptWords && sc->keptWords[i]) {
+    // there is one: what it named then (see CPerfHeapScan_Options.keptFreedWords). Nothing
+    // of the freed block itself is read (it may be unmapped, or another block's by now).
+    int copied = (sc->marks[i] & CPerfHeapScan_MarkFreed) && sc->keptWords && sc->keptWords[i];
+    if (copied) {
       n = sc->keptWords[i][0];
       words = sc->keptWords[i] + 1;
     } else if (sc->marks[i] & (CPerfHeapScan_MarkSideTable | CPerfHeapScan_MarkUnreadable | CPerfHeapScan_MarkFreed |
@@ -255,7 +258,8 @@ void scan_blocks(Scanner *sc) {
         lastStride = 0;
         lastIsArray = array_storage_of(sc, metadata, &lastStride);
       }
-      if (lastIsArray && n >= 4) n = array_live_words(sc, words, n, lastStride);
+      // A copy holds the requested size only, and no allocator header before it.
+      if (lastIsArray && n >= 4 && !copied) n = array_live_words(sc, words, n, lastStride);
     }
     // A slab older than the recording (a task started before it) is read up to its
     // current offset. Slabs inside a holder are read whole.
@@ -273,7 +277,7 @@ void scan_blocks(Scanner *sc) {
       // structure may keep a dangling pointer and later store a new block that got the
       // same address into it.
       if (swift && n >= 2) {
-        const CPerfHeapScan_Layout *layout = layout_of(sc, blk, &layoutMetadata, &lastLayout);
+        const CPerfHeapScan_Layout *layout = layout_of(sc, blk, words, n, &layoutMetadata, &lastLayout);
         scan_words(sc, words, 1, CPerfHeapScan_MarkHeldByHolder, 1, NULL, 0);
         scan_words(sc, words + 2, n - 2, CPerfHeapScan_MarkHeldByHolder, 1, layout, 2);
       } else {
@@ -281,7 +285,7 @@ void scan_blocks(Scanner *sc) {
       }
       continue;
     }
-    const CPerfHeapScan_Layout *layout = swift ? layout_of(sc, blk, &layoutMetadata, &lastLayout) : NULL;
+    const CPerfHeapScan_Layout *layout = swift ? layout_of(sc, blk, words, n, &layoutMetadata, &lastLayout) : NULL;
     // The free parts of the task allocator's slabs met so far and still ahead: a task's
     // first slab lies inside the task's allocation, which may lie inside its parent's slab
     // (`async let`), so they nest. Innermost last.

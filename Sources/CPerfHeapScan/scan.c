@@ -220,6 +220,18 @@ static int32_t scan_impl(const CPerfHeapScan_Block *blocks, uint64_t count, cons
     status = errno ? errno : EIO;
     result->call = "read /proc/self/maps";
   }
+  // Copies of blocks freed since the listing (options->keptFreedWords): records of
+  // [address, position of that free in the log, n, n words]. A block's copy is read only if
+  // it was taken at the block's first free in the log: at a later one the address held
+  // another block.
+  const uint64_t *kept = NULL;
+  uint64_t keptWordCount = 0, keptDropped = 0;
+  uint32_t *firstFree = NULL;  // per block: 1 + the log position of its first free, or 0
+  uint64_t firstFreeBytes = round_page(count * sizeof(uint32_t));
+  if (status == 0 && options && options->freedSinceListing && options->keptFreedWords) {
+    keptWordCount = options->keptFreedWords(&kept, &keptDropped);
+    if (kept && keptWordCount) firstFree = map_bytes(firstFreeBytes);
+  }
   if (status == 0 && options && options->freedSinceListing) {
     const uint64_t *freed = NULL;
     uint64_t frees = 0, logged = options->freedSinceListing(&freed, &frees);
@@ -228,37 +240,33 @@ static int32_t scan_impl(const CPerfHeapScan_Block *blocks, uint64_t count, cons
       int64_t b = index_find(&ix, freed[i]);
       if (b >= 0 && block_start(&ix.blocks[b]) == freed[i] && !(sc.marks[b] & CPerfHeapScan_MarkFreed)) {
         sc.marks[b] |= CPerfHeapScan_MarkFreed;
+        if (firstFree) firstFree[b] = (uint32_t)i + 1;  // the log holds fewer than 2^32
         result->freedBlocks++;
       }
     }
     result->freesNotLogged = frees > logged ? frees - logged : 0;
   }
-  if (status == 0 && result->freedBlocks && options && options->keptFreedWords) {
-    const uint64_t *kept = NULL;
-    uint64_t dropped = 0, n = options->keptFreedWords(&kept, &dropped);
+  if (firstFree && result->freedBlocks) {
     uint64_t bytes = round_page(count * sizeof(uint64_t *));
-    sc.keptWords = kept && n ? map_bytes(bytes) : NULL;
-    // Records back to back; one whose address is not written yet ends the walk (its
-    // length may not be either).
-    for (uint64_t at = 0; sc.keptWords && at + 2 <= n && kept[at];) {
-      uint64_t address = kept[at], words = kept[at + 1];
-      if (at + 2 + words > n) break;
+    sc.keptWords = map_bytes(bytes);
+    for (uint64_t at = 0; sc.keptWords && at + 3 <= keptWordCount;) {
+      uint64_t address = kept[at], logIndex = kept[at + 1], words = kept[at + 2];
+      if (at + 3 + words > keptWordCount) break;
       if (address - ix.minStart < ix.maxEnd - ix.minStart) {
         int64_t b = index_find(&ix, address);
-        // The first copy: a later one is of another block glibc put at the same address.
-        if (b >= 0 && block_start(&ix.blocks[b]) == address && (sc.marks[b] & CPerfHeapScan_MarkFreed) &&
-            !sc.keptWords[b]) {
-          sc.keptWords[b] = &kept[at + 1];
+        if (b >= 0 && block_start(&ix.blocks[b]) == address && firstFree[b] == logIndex + 1) {
+          sc.keptWords[b] = &kept[at + 2];
           result->keptFreedBlocks++;
         }
       }
-      at += 2 + words;
+      at += 3 + words;
     }
     if (sc.keptWords && !result->keptFreedBlocks) {
       munmap(sc.keptWords, bytes);
       sc.keptWords = NULL;
     }
   }
+  if (firstFree) munmap(firstFree, firstFreeBytes);
   if (status == 0) {
     classify_blocks(&sc, &maps);
     Range *seg = segments.data;

@@ -601,6 +601,41 @@ extension ProcessWideRecording {
       }
     }
 
+    /// A table of the program's that the harness's own work moves between the stop and the
+    /// scan (as naming a type grows the runtime's cache of type names) still holds what it
+    /// named: the listed table is freed, the new one is no listed block, and without the copy
+    /// of its words taken at the free (`CPerfAlloc_keepFreedWords`) the four objects it holds
+    /// read as root leaks. With `keepsFreedWords: false` the scan is made as before that copy
+    /// existed, and finds those four (retried as the corpus cases are: another thread's stale
+    /// word may hold one): the shape bites, so the empty answer is the copy's doing.
+    @Test(arguments: [true, false])
+    func aTableMovedAfterTheStopStillHoldsWhatItNamed(keepsFreedWords: Bool) throws {
+      defer { MovedTable.clear() }
+      let found: ((LeaksReport) -> Bool)? =
+        keepsFreedWords ? nil : { Self.leaked($0, "MovedTableEntry").values.reduce(0, +) == MovedTable.entries }
+      let report = try Self.retried(until: found) {
+        try LeakAnalysis.runOnCleanStack {
+          MovedTable.clear()
+          let recorder = try AllocationRecorder.start(mode: .fullStacks)
+          MovedTable.fill()
+          LeakAnalysis.scrubStack()
+          if keepsFreedWords {
+            return try LeakAnalysis.stopAndScan(recorder: recorder, symbolizer: MovedTable.move()).1
+          }
+          AllocationRecorder.watchFrees()
+          defer { AllocationRecorder.endWatchingFrees() }
+          let recording = recorder.stop()
+          _ = MovedTable.move()
+          LeakAnalysis.scrubStack()
+          var options = HeapGraph.Options()
+          options.leavesOutFreedBlocks = true
+          return try LeakAnalysis.scan(recording: recording, symbolizer: nil, options: options)
+        }
+      }
+      let leaked = Self.leaked(report, "MovedTableEntry").values.reduce(0, +)
+      #expect(leaked == (keepsFreedWords ? 0 : MovedTable.entries), "\(Self.leaked(report, "MovedTableEntry"))")
+    }
+
     /// The thread that ran the recorded code and calls the scan is skipped (its frames hold
     /// stale words), all but its TLS, which glibc puts right above its first frames: the TLS
     /// range must end where they begin. Here the first frames of a fresh stack hold the
@@ -685,5 +720,42 @@ extension ProcessWideRecording {
     #expect(LeakSuppressions.glob("App.?mage*", matches: "App.ImageCache"))
     #expect(!LeakSuppressions.glob("Cache", matches: "App.ImageCache"))
     #expect(LeakSuppressions.glob("*", matches: ""))
+  }
+}
+
+/// An object only a `MovedTable` holds.
+final class MovedTableEntry {}
+
+/// A malloc'd table of retained objects whose only root is a global, which `move()` moves to
+/// a new, larger block (copying the entries, freeing the old one), as a growing hash table
+/// does.
+enum MovedTable {
+  static let entries = 4
+  nonisolated(unsafe) static var table: UnsafeMutablePointer<UnsafeMutableRawPointer?>?
+
+  @inline(never) static func fill() {
+    let table = UnsafeMutablePointer<UnsafeMutableRawPointer?>.allocate(capacity: entries)
+    for index in 0..<entries { table[index] = Unmanaged.passRetained(MovedTableEntry()).toOpaque() }
+    Self.table = table
+  }
+
+  /// Moves the table; returns nil (it stands where the stop's symbolizer is made).
+  @inline(never) static func move() -> Symbolizer? {
+    guard let old = table else { return nil }
+    let moved = UnsafeMutablePointer<UnsafeMutableRawPointer?>.allocate(capacity: entries * 2)
+    moved.initialize(repeating: nil, count: entries * 2)
+    moved.update(from: old, count: entries)
+    table = moved
+    old.deallocate()
+    return nil
+  }
+
+  static func clear() {
+    guard let table else { return }
+    for index in 0..<entries {
+      if let entry = table[index] { Unmanaged<MovedTableEntry>.fromOpaque(entry).release() }
+    }
+    table.deallocate()
+    Self.table = nil
   }
 }

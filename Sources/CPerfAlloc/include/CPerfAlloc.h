@@ -259,13 +259,18 @@ uint64_t CPerfAlloc_watchedFrees(const uint64_t **addresses, uint64_t *frees);
 /// Stops logging (after the scan), and keeping freed blocks' words.
 void CPerfAlloc_endWatchingFrees(void);
 /// While frees are watched, a block of `listing` (the stop's, in address order; it must
-/// outlive the watch) freed from now on leaves a copy of its words (at most 64 KiB), taken
-/// before glibc's free: a table the harness's own work grows between the stop and the scan
-/// (the Swift runtime's cache of type names, when the analysis names a type) moves to a
-/// block no listing holds and frees the listed one, and what it named would read as leaked.
+/// outlive the watch) that the calling thread frees from now on leaves a copy of its words
+/// (at most 64 KiB, and no more than the allocator's usable size), taken before the
+/// allocator's free: a table the harness's own work grows between the stop and the scan (the
+/// Swift runtime's cache of type names, when the analysis names a type) moves to a block no
+/// listing holds and frees the listed one, and what it named would read as leaked. Only the
+/// calling thread copies (one such thread at a time), and only the scan it runs reads the
+/// copies: the program's threads never touch the listing or the copies, and a block they
+/// free is left out as before. Ends with CPerfAlloc_endWatchingFrees on the same thread.
 void CPerfAlloc_keepFreedWords(const CPerfAlloc_Block *listing, uint64_t count);
-/// The copies so far: records of [address, word count n, n words] from *words, back to back
-/// (returns the words they take; a record whose address is still 0 was being written).
+/// The copies so far, for the scan the keeping thread runs (and waits for): records of
+/// [address, position of the free in the watch log, word count n, n words] from *words,
+/// back to back (returns the words they take; none while no thread keeps copies).
 /// *dropped: listed blocks freed that did not fit.
 uint64_t CPerfAlloc_keptFreedWords(const uint64_t **words, uint64_t *dropped);
 

@@ -191,11 +191,13 @@ typedef struct CPerfHeapScan_Options {
   /// first slab of a task, inside the task's allocation. Past the current offset the slab is
   /// free memory to the allocator, holding what frames popped since left there: not scanned.
   uint64_t taskSlabMetadata;
-  /// Optional: copies of blocks' words taken when they were freed after the listing
-  /// (CPerfAlloc_keptFreedWords: records of [address, n, n words], returns the words they
-  /// take). A block marked CPerfHeapScan_MarkFreed whose copy is there is scanned from its
-  /// first copy: what it named when it was freed (a table moved to a block no listing
-  /// holds) stays reachable, since a freed block is not judged.
+  /// Optional, with freedSinceListing: copies of blocks' words taken when they were freed
+  /// after the listing (CPerfAlloc_keptFreedWords: records of [address, position of the free
+  /// in freedSinceListing's log, n, n words]; returns the words they take). A block marked
+  /// CPerfHeapScan_MarkFreed is scanned from the copy taken at its first free in the log
+  /// (at a later one the address held another block), and nothing of the freed block itself
+  /// is read: what it named when it was freed (a table moved to a block no listing holds)
+  /// stays reachable, since a freed block is not judged.
   uint64_t (*keptFreedWords)(const uint64_t **words, uint64_t *dropped);
 } CPerfHeapScan_Options;
 
