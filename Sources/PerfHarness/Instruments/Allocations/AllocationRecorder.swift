@@ -280,10 +280,13 @@ final class AllocationRecorder: Sendable {
 
   /// Stops recording and returns everything recorded. Calling it again returns the same
   /// recording.
-  func stop() -> AllocationRecording {
+  /// - Parameter keepingFreedWords: for a leak scan under `watchFrees`: from the listing
+  ///   on, before the stop names the categories, this thread keeps a copy of each listed
+  ///   block it frees (`LeakAnalysis.keepFreedWords`).
+  func stop(keepingFreedWords: Bool = false) -> AllocationRecording {
     state.withLock { state in
       if let result = state.result { return result }
-      var result = Self.collect(mode: mode, labels: state.labels)
+      var result = Self.collect(mode: mode, labels: state.labels, keepingFreedWords: keepingFreedWords)
       result.lostMarks = state.marksDropped
       state.result = result
       return result
@@ -401,7 +404,9 @@ final class AllocationRecorder: Sendable {
   /// before the stop. A test sets 0 to have the recorder's own listing copied instead.
   nonisolated(unsafe) static var listingRoom: (Int) -> Int = { $0 + $0 / 8 + 4096 }
 
-  private static func collect(mode: AllocationRecordingMode, labels: [Int: String]) -> AllocationRecording {
+  private static func collect(
+    mode: AllocationRecordingMode, labels: [Int: String], keepingFreedWords: Bool = false
+  ) -> AllocationRecording {
     var error = CPerfAlloc_Error()
     // The live blocks are listed straight into the array that keeps them when they fit:
     // copied from a listing of the recorder's own, a big heap's blocks took their pages
@@ -448,6 +453,11 @@ final class AllocationRecorder: Sendable {
     let liveBlocks =
       listedInPlace
       ? inPlace : recordedBlocks(CPerfAlloc_blocks(&count), count: count, release: CPerfAlloc_releaseBlocksBefore)
+    // Naming the categories below names types, which grows the runtime's cache of type
+    // names: its table moves to a block no listing holds, and the listed one is freed. Kept
+    // from here, the names the program had cached stay reachable (two of a Hummingbird
+    // server's read as root leaks in every run while the copies began after the stop).
+    if keepingFreedWords { LeakAnalysis.keepFreedWords(of: liveBlocks) }
     let preexistingBlocks = recordedBlocks(CPerfAlloc_preexistingBlocks(&count), count: count)
 
     var freed: [AllocationCategoryKey: FreedAggregate] = [:]

@@ -77,8 +77,7 @@ enum LeakAnalysis {
   ) throws -> (AllocationRecording, LeaksReport) {
     AllocationRecorder.watchFrees()
     defer { AllocationRecorder.endWatchingFrees() }
-    let recording = recorder.stop()
-    keepFreedWords(of: recording.liveBlocks)
+    let recording = recorder.stop(keepingFreedWords: true)
     scrubStack()
     var options = options
     options.leavesOutFreedBlocks = true
@@ -88,12 +87,12 @@ enum LeakAnalysis {
     )
   }
 
-  /// From here to the scan, a listed block that is freed leaves a copy of its words
+  /// From here to the scan, a listed block that this thread frees leaves a copy of its words
   /// (`CPerfAlloc_keepFreedWords`): the analysis's own work grows tables of the runtime's
   /// (naming a type grows the cache of type names), which move to blocks no listing holds.
   /// Only a listing in address order, kept in `blocks` (alive past the scan, unchanged).
   @inline(never)
-  private static func keepFreedWords(of blocks: [RecordedBlock]) {
+  static func keepFreedWords(of blocks: [RecordedBlock]) {
     guard RecordedBlock.hasListingLayout, !blocks.isEmpty else { return }
     blocks.withUnsafeBufferPointer { buffer in
       for index in 1..<buffer.count where buffer[index - 1].address >= buffer[index].address { return }
