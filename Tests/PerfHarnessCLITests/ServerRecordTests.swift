@@ -50,10 +50,6 @@ struct ServerRecordTests {
     var rootLeaks: [String]
     var indirectLeaks: Int
     var leakedBlocks: Int
-    /// Root leaks allocated by `swift_getTypeName` (the runtime's cache of type names), and
-    /// the others.
-    var typeNameBlocks = 0
-    var otherRootLeaks = 0
     var cyclesExact: Bool { cycleInstances == requests }
     var noRootLeak: Bool { rootLeaks.isEmpty && indirectLeaks == 0 }
     var description: String {
@@ -96,6 +92,7 @@ struct ServerRecordTests {
       var sent = 0
       while sent < request.count {
         let n = request[sent...].withUnsafeBytes { send(socket, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        if n < 0 && errno == EINTR { continue }
         guard n > 0 else { return "send: errno \(errno)" }
         sent += n
       }
@@ -117,6 +114,9 @@ struct ServerRecordTests {
         }
         var buffer = [UInt8](repeating: 0, count: 4096)
         let n = buffer.withUnsafeMutableBytes { recv(socket, $0.baseAddress, $0.count, 0) }
+        // Other suites' leak scans park every thread of this process with a signal, and a
+        // socket with a receive timeout is not restarted after one.
+        if n < 0 && errno == EINTR { continue }
         guard n > 0 else { return n == 0 ? "closed" : "recv: errno \(errno)" }
         pending += buffer[..<n]
       }
@@ -187,16 +187,13 @@ struct ServerRecordTests {
       !cycle.nodes.contains { $0.type.hasSuffix(".RequestScope") }
     }
     #expect(otherCycles.isEmpty, "cycles the app did not make: \(otherCycles.map { $0.nodes.map(\.type) })")
-    let typeNames = (leaks?.rootLeaks ?? []).filter { $0.allocationStack.first?.symbol == "swift_getTypeName" }
     let rootLeaks = (leaks?.rootLeaks ?? []).map { leak in
       "\(leak.count) × \(leak.type) (\(leak.bytes) B) from \(leak.allocationStack.prefix(4).map(\.symbol))"
     }
     return Verdict(
       exitStatus: result.status, status: report.status, requests: requests, cycleInstances: cycleInstances,
       rootLeaks: rootLeaks,
-      indirectLeaks: leaks?.indirectLeakCount ?? -1, leakedBlocks: leaks?.leakedCount ?? -1,
-      typeNameBlocks: typeNames.reduce(0) { $0 + $1.count },
-      otherRootLeaks: (leaks?.rootLeaks ?? []).filter { $0.allocationStack.first?.symbol != "swift_getTypeName" }.count)
+      indirectLeaks: leaks?.indirectLeakCount ?? -1, leakedBlocks: leaks?.leakedCount ?? -1)
   }
 
   @Test(
@@ -220,15 +217,11 @@ struct ServerRecordTests {
       #expect(verdict.status == .interrupted, "\(summary)")
     }
     #expect(cyclesExact == Self.runs, "\(summary)")
-    // Known miss, not yet fixed: every run reports two 43-byte blocks that
-    // `swift_getTypeName` allocated (the names of the services ServiceLifecycle prints, under
-    // `Hummingbird.PreludeService.description`). The runtime keeps those names in its
-    // type-name cache for the life of the process (a static table in libswiftCore's .bss), so
-    // they are no leak, but the scan does not reach them yet (docs/recording-programs.md).
-    // Every other root leak must be absent, and these two at most.
+    // No root leak either: the names of the services that ServiceLifecycle prints, which the
+    // runtime caches for the life of the process, read as two root leaks in every run while
+    // the stop's own naming of types moved that cache's table unseen (docs/heap-scan.md).
     for verdict in verdicts {
-      #expect(verdict.otherRootLeaks == 0 && verdict.indirectLeaks == 0, "\(summary)")
-      #expect(verdict.typeNameBlocks <= 2, "\(summary)")
+      #expect(verdict.noRootLeak, "\(summary)")
     }
   }
 }
