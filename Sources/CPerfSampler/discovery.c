@@ -150,6 +150,7 @@ SAMPLER_HIDDEN void *ticker_main(void *unused) {
   struct timespec next;
   clock_gettime(CLOCK_MONOTONIC, &next);
   uint64_t last = (uint64_t)next.tv_sec * 1000000000ull + (uint64_t)next.tv_nsec;
+  uint64_t lastTick = last;
   while (!atomic_load(&g_discoveryStop)) {
     uint64_t due = last + period;
     next.tv_sec = (time_t)(due / 1000000000ull);
@@ -161,6 +162,12 @@ SAMPLER_HIDDEN void *ticker_main(void *unused) {
     uint64_t periods = now > last ? (now - last + period / 2) / period : 1;
     if (periods < 1) periods = 1;
     last += periods * period;
+    // Each tick stands for the time since the previous one as it passed, so the ticks add
+    // up to the time (the schedule above keeps the rate; when a tick lands is the
+    // machine's).
+    uint64_t elapsed = now > lastTick ? now - lastTick : 0;
+    lastTick = now;
+    uint32_t weightNs = elapsed > UINT32_MAX ? UINT32_MAX : (uint32_t)elapsed;
     pthread_mutex_lock(&g_tableLock);
     for (size_t i = 0; i < g_threadCount; i++) {
       ThreadEntry *entry = &g_threads[i];
@@ -170,13 +177,13 @@ SAMPLER_HIDDEN void *ticker_main(void *unused) {
         case WALL_RUNNING:
           // Its cpu-clock event samples it. Without one, a tick: it may enter a sleep before the
           // signal lands (2-3 of 200 short nanosleeps failed so).
-          if (entry->perfFd < 0) (void)wall_signal(entry->tid, entry->cookie, (uint32_t)periods);
+          if (entry->perfFd < 0) (void)wall_signal(entry->tid, entry->cookie, weightNs);
           break;
         case WALL_BLOCKED_SAFE:
-          (void)wall_signal(entry->tid, entry->cookie, (uint32_t)periods);
+          (void)wall_signal(entry->tid, entry->cookie, weightNs);
           break;
         case WALL_BLOCKED_UNSAFE:
-          entry->unsignalledNs += periods * period;
+          entry->unsignalledNs += elapsed;
           entry->unsignalledSyscall = number;
           break;
         case WALL_GONE:

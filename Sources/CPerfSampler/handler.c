@@ -143,14 +143,16 @@ SAMPLER_HIDDEN void sigprof_handler(int sig, siginfo_t *info, void *context) {
   // no handler that may have read its fd's slot is left.
   atomic_fetch_add(&g_inflight, 1);
   uint64_t value;
-  uint32_t weight;
+  uint32_t weight;  // ns
   if (info->si_code == SI_TIMER) {
     value = (uint64_t)(uintptr_t)info->si_value.sival_ptr;
-    weight = 1u + (uint32_t)(info->si_overrun > 0 ? info->si_overrun : 0);
+    uint64_t periods = 1u + (uint64_t)(info->si_overrun > 0 ? info->si_overrun : 0);
+    uint64_t ns = periods * (1000000000ull / (uint64_t)(g_config.rateHz > 0 ? g_config.rateHz : 1));
+    weight = ns > UINT32_MAX ? UINT32_MAX : (uint32_t)ns;
   } else if (info->si_code == SI_QUEUE) {
     // A wall-clock tick (wall_ticks.c), or a program's own sigqueue: the cookie tells.
     value = (uint64_t)(uintptr_t)info->si_value.sival_ptr;
-    weight = info->si_uid ? (uint32_t)info->si_uid : 1u;
+    weight = (uint32_t)info->si_uid;
   } else if (!perf_source_signal(info, &value, &weight)) {
     value = 0;
   }

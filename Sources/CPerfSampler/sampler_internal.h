@@ -37,8 +37,7 @@ void perf_source_release(int fd);
 /// Still readable after the thread has exited. 0 on error.
 uint64_t perf_source_count(int fd);
 /// Signal handler: whether `info` is an overflow of one of our events; if so, its cookie
-/// and the periods of CPU time since that thread's previous sample (rounded, with the
-/// rounding carried to the next one).
+/// and the nanoseconds of CPU time since that thread's previous sample (its weight).
 bool perf_source_signal(const siginfo_t *info, uint64_t *cookie, uint32_t *weight);
 
 // MARK: - Wall-clock ticks (wall_ticks.c)
@@ -54,8 +53,8 @@ typedef enum WallState {
 /// through fds opened on first use and kept (-1: not open yet). *syscallNumber: the call a
 /// blocked thread is in.
 WallState wall_thread_state(pid_t tid, int *statFd, int *syscallFd, int32_t *syscallNumber);
-/// Queues the sampler's SIGPROF to `tid` with `cookie` and the periods it stands for.
-bool wall_signal(pid_t tid, uint64_t cookie, uint32_t weight);
+/// Queues the sampler's SIGPROF to `tid` with `cookie` and the nanoseconds it stands for.
+bool wall_signal(pid_t tid, uint64_t cookie, uint32_t weightNs);
 
 // MARK: - Thread birth and death (threads.c -> thread_table.c)
 
@@ -136,7 +135,7 @@ static inline bool append_record(int32_t tid, uint32_t weight, uint64_t timestam
   }
   CPerfSampler_SampleHeader *record = (CPerfSampler_SampleHeader *)(arena + offset);
   memcpy(record + 1, frames, (size_t)frameCount * 8);
-  record->weight = weight;
+  record->weightNs = weight;
   record->timestampNs = timestampNs;
   record->frameCount = frameCount;
   record->tid = tid;

@@ -73,12 +73,12 @@ WallState wall_thread_state(pid_t tid, int *statFd, int *syscallFd, int32_t *sys
   return restarts(number, arguments) ? WALL_BLOCKED_SAFE : WALL_BLOCKED_UNSAFE;
 }
 
-bool wall_signal(pid_t tid, uint64_t cookie, uint32_t weight) {
+bool wall_signal(pid_t tid, uint64_t cookie, uint32_t weightNs) {
   siginfo_t info;
   memset(&info, 0, sizeof(info));
   info.si_signo = SIGPROF;
   info.si_code = SI_QUEUE;  // a process may queue any negative code to its own threads
   info.si_value.sival_ptr = (void *)(uintptr_t)cookie;
-  info.si_uid = weight;  // the periods this tick stands for, read back by the handler
+  info.si_uid = weightNs;  // the time this tick stands for, read back by the handler
   return syscall(SYS_rt_tgsigqueueinfo, getpid(), tid, SIGPROF, &info) == 0;
 }

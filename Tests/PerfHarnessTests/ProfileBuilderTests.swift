@@ -27,7 +27,8 @@ struct ProfileBuilderTests {
     let address: UInt = 0x1000
     let samples = (0..<3).map {
       RawSample(
-        threadID: 7, weight: 1, timestampNanoseconds: UInt64($0), handlerNanoseconds: 0, frames: [address])
+        threadID: 7, weightNanoseconds: 1_000_000, timestampNanoseconds: UInt64($0), handlerNanoseconds: 0,
+        frames: [address])
     }
     let result = SamplingResult(
       configuration: SamplerConfiguration(), samples: samples,

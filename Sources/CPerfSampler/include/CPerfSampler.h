@@ -86,8 +86,10 @@ typedef CPerfSupport_Error CPerfSampler_Error;
 /// end of `usedBytes`) ends the arena.
 typedef struct CPerfSampler_SampleHeader {
   int32_t tid;
-  uint32_t weight;       // periods this sample stands for: 1 + si_overrun for a timer, the
-                         // CPU time since the thread's previous sample for a perf event
+  uint32_t weightNs;     // the time this sample stands for: the thread's CPU time since its
+                         // previous sample (perf event: the counter), (1 + si_overrun)
+                         // periods (timer), the time since the last tick (wall ticks);
+                         // saturates at UINT32_MAX (4.29 s)
   uint64_t timestampNs;  // at handler entry, on the session's clock (see startNs)
   uint32_t handlerNs;    // handler entry to (almost) exit
   uint32_t frameCount;   // >= 1

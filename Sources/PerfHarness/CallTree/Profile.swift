@@ -51,8 +51,8 @@ public struct ProfileThread: Hashable, Sendable, Codable {
 public struct ProfileSample: Sendable, Codable {
   /// Index into ``Profile/threads``.
   public var thread: Int
-  /// The time this sample stands for, in milliseconds (a timer overrun makes one sample
-  /// stand for several intervals).
+  /// The time this sample stands for, in milliseconds: its thread's CPU time (wall time on
+  /// the wall clock) since the thread's previous sample.
   public var weight: Double
   /// Indices into ``Profile/frames``, root (outermost caller) first, leaf (the executing
   /// function) last.

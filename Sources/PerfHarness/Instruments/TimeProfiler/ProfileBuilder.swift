@@ -20,7 +20,7 @@ struct ProfileBuilder {
 
   /// - Returns: the profile, with identical (thread, stack) samples merged.
   mutating func build(from result: SamplingResult) -> Profile {
-    let intervalMilliseconds = 1000 / Double(result.configuration.rateHz)
+    let intervalMilliseconds = 1000 / Double(result.configuration.rateHz)  // nominal
     let sampledThreads = Set(result.samples.map(\.threadID))
     let threads = SampledThread.mergingRepeatedIDs(result.threads).filter { sampledThreads.contains($0.threadID) }
       .sorted { ($0.isMain ? 0 : 1, $0.threadID) < ($1.isMain ? 0 : 1, $1.threadID) }
@@ -48,7 +48,7 @@ struct ProfileBuilder {
       }
       let key = StackKey(thread: thread, stack: stack)
       if merged[key] == nil { order.append(key) }
-      merged[key, default: (0, 0)].weight += Double(sample.weight) * intervalMilliseconds
+      merged[key, default: (0, 0)].weight += sample.weightMilliseconds
       merged[key, default: (0, 0)].count += 1
     }
     return Profile(

@@ -41,8 +41,10 @@ struct SamplerConfiguration: Sendable {
 
 struct RawSample: Sendable {
   var threadID: Int32
-  /// Timer periods this sample stands for (1 + the timer's overrun count).
-  var weight: UInt32
+  /// The time this sample stands for: its thread's CPU time since the thread's previous
+  /// sample (wall time for a wall-clock tick; 1 + overruns periods for a timer).
+  var weightNanoseconds: UInt32
+  var weightMilliseconds: Double { Double(weightNanoseconds) / 1e6 }
   var timestampNanoseconds: UInt64
   var handlerNanoseconds: UInt32
   /// Leaf first: frames[0] is the interrupted PC, the rest are return addresses, except
@@ -276,7 +278,7 @@ final class SamplingSession: Sendable {
       samples.append(
         RawSample(
           threadID: header.tid,
-          weight: header.weight,
+          weightNanoseconds: header.weightNs,
           timestampNanoseconds: header.timestampNs,
           handlerNanoseconds: header.handlerNs,
           frames: frames.map { UInt($0) }

@@ -3,7 +3,7 @@ public struct TimeProfileReport: Codable, Sendable {
   /// `cpu` (per-thread CPU time) or `wall` (wall-clock time, blocked threads included).
   public var clock: String
   public var sampleRateHz: Int
-  /// Samples stored (each one weighted by 1 + timer overruns).
+  /// Samples stored (each weighted by its thread's CPU time since the thread's previous one).
   public var sampleCount: Int
   /// Samples that could not be stored (buffer full): counted, never silently dropped.
   public var lostSamples: Int
