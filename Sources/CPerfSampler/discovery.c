@@ -2,6 +2,7 @@
 // deferred samples finished, pages faulted in ahead of handlers) and the wall clock's ticker.
 #include "async_chain.h"
 #include "deferred.h"
+#include "dither.h"
 #include "thread_table.h"
 
 #include "CPerfAlloc.h"
@@ -151,20 +152,19 @@ SAMPLER_HIDDEN void *ticker_main(void *unused) {
   clock_gettime(CLOCK_MONOTONIC, &next);
   uint64_t last = (uint64_t)next.tv_sec * 1000000000ull + (uint64_t)next.tv_nsec;
   uint64_t lastTick = last;
+  uint64_t dither = dither_seed((uint64_t)atomic_load(&g_tickerTid), last);
   while (!atomic_load(&g_discoveryStop)) {
-    uint64_t due = last + period;
+    uint64_t due = last + dither_period(&dither, period);
     next.tv_sec = (time_t)(due / 1000000000ull);
     next.tv_nsec = (long)(due % 1000000000ull);
     clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next, NULL);
     if (atomic_load(&g_discoveryStop)) break;
-    // A late tick (a loaded machine) stands for every period since the last one.
     uint64_t now = CPerfSupport_monotonicNs();
-    uint64_t periods = now > last ? (now - last + period / 2) / period : 1;
-    if (periods < 1) periods = 1;
-    last += periods * period;
+    // The next period counts from this one's due time, so that late wake-ups do not lower
+    // the rate; a tick over a period late starts the schedule again from now.
+    last = now > due + period ? now : due;
     // Each tick stands for the time since the previous one as it passed, so the ticks add
-    // up to the time (the schedule above keeps the rate; when a tick lands is the
-    // machine's).
+    // up to the time whatever the drawn periods and the machine's delays.
     uint64_t elapsed = now > lastTick ? now - lastTick : 0;
     lastTick = now;
     uint32_t weightNs = elapsed > UINT32_MAX ? UINT32_MAX : (uint32_t)elapsed;

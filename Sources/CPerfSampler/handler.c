@@ -146,9 +146,8 @@ SAMPLER_HIDDEN void sigprof_handler(int sig, siginfo_t *info, void *context) {
   uint32_t weight;  // ns
   if (info->si_code == SI_TIMER) {
     value = (uint64_t)(uintptr_t)info->si_value.sival_ptr;
-    uint64_t periods = 1u + (uint64_t)(info->si_overrun > 0 ? info->si_overrun : 0);
-    uint64_t ns = periods * (1000000000ull / (uint64_t)(g_config.rateHz > 0 ? g_config.rateHz : 1));
-    weight = ns > UINT32_MAX ? UINT32_MAX : (uint32_t)ns;
+    // Our timers weigh and re-arm in timer_source.c; a program's own keeps its period.
+    weight = ((uint32_t)value & COOKIE_MAGIC_MASK) == COOKIE_MAGIC ? timer_source_signal(info, value) : 0;
   } else if (info->si_code == SI_QUEUE) {
     // A wall-clock tick (wall_ticks.c), or a program's own sigqueue: the cookie tells.
     value = (uint64_t)(uintptr_t)info->si_value.sival_ptr;

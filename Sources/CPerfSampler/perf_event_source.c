@@ -19,6 +19,16 @@
 // With exclude_kernel (required at perf_event_paranoid 2) overflows that land in kernel
 // mode write no record, and their time goes to the next sample's weight: the count itself
 // includes kernel time.
+//
+// Dithered (dither.h), the handler sets a new period with PERF_EVENT_IOC_PERIOD, which
+// restarts the event's hrtimer for that much CPU time from now. That restart exits to the
+// hypervisor on a VM (docs/measurements.md), so the period is drawn anew every DITHER_BLOCK
+// samples, not every one. Within a block, samples d apart lie d drawn periods apart, a
+// length uniform over d mean periods' width, so in work that repeats every mean period
+// their phases are pairwise independent (E[exp(2πi·d·U)] = 0): the variance of a count
+// stays binomial. A sample's weight is the gap before it, and the phase a block starts at
+// does not depend on the period drawn for it, so weighting by the gap adds no bias.
+#include "dither.h"
 #include "sampler_internal.h"
 
 #include "CPerfSampler.h"
@@ -42,10 +52,14 @@
 typedef struct Slot {
   _Atomic uint64_t cookie;  // 0: not ours
   struct perf_event_mmap_page *page;
-  uint64_t period;
+  uint64_t period;  // the mean
   // Written only by the handler of the slot's own thread.
   uint64_t last;
+  uint64_t dither;     // the generator's state
+  uint32_t sinceDraw;  // samples since the period was last drawn
 } Slot;
+
+enum { DITHER_BLOCK = 16 };
 
 static Slot g_slots[PERF_MAX_FD];
 static long g_pageBytes;
@@ -58,7 +72,12 @@ int perf_source_open(pid_t tid, int32_t rateHz, uint64_t cookie, bool *refused) 
   attr.size = sizeof(attr);
   attr.type = PERF_TYPE_SOFTWARE;
   attr.config = PERF_COUNT_SW_CPU_CLOCK;
-  attr.sample_period = 1000000000ull / (uint64_t)rateHz;
+  uint64_t period = 1000000000ull / (uint64_t)rateHz;
+  uint64_t dither = dither_seed((uint64_t)tid, cookie);
+  // The first period is the mean, not drawn: a thread that runs one period of CPU time is
+  // then sampled once, where a drawn one would miss half of them (54 of 100 1 ms threads).
+  // One drawn period after the first sample is enough to randomize the phase.
+  attr.sample_period = period;
   attr.sample_type = PERF_SAMPLE_READ;
   attr.read_format = 0;
   attr.disabled = 1;
@@ -85,8 +104,10 @@ int perf_source_open(pid_t tid, int32_t rateHz, uint64_t cookie, bool *refused) 
   }
   Slot *slot = &g_slots[fd];
   slot->page = ring;
-  slot->period = attr.sample_period;
+  slot->period = period;
   slot->last = 0;
+  slot->dither = dither;
+  slot->sinceDraw = DITHER_BLOCK - 1;  // drawn at the first sample
   atomic_store_explicit(&slot->cookie, cookie, memory_order_release);
   struct f_owner_ex owner = {.type = F_OWNER_TID, .pid = tid};
   if (fcntl(fd, F_SETFL, O_ASYNC) != 0 || fcntl(fd, F_SETSIG, SIGPROF) != 0 || fcntl(fd, F_SETOWN_EX, &owner) != 0 ||
@@ -133,6 +154,11 @@ bool perf_source_signal(const siginfo_t *info, uint64_t *cookie, uint32_t *weigh
   // Without a sample record to read (a throttle record is newest): no weight; the next
   // record's counter still holds this time, so the weights keep adding up.
   *weight = 0;
+  if (g_dither && ++slot->sinceDraw >= DITHER_BLOCK) {
+    slot->sinceDraw = 0;
+    uint64_t next = dither_period(&slot->dither, slot->period);
+    (void)ioctl(fd, PERF_EVENT_IOC_PERIOD, &next);  // failing, the event keeps its last period
+  }
   struct perf_event_mmap_page *page = slot->page;
   if (!page) return true;
   uint64_t head = __atomic_load_n(&page->data_head, __ATOMIC_ACQUIRE);

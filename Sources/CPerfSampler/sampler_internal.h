@@ -40,6 +40,20 @@ uint64_t perf_source_count(int fd);
 /// and the nanoseconds of CPU time since that thread's previous sample (its weight).
 bool perf_source_signal(const siginfo_t *info, uint64_t *cookie, uint32_t *weight);
 
+// MARK: - POSIX-timer sample source (timer_source.c)
+
+/// Signal handler, for a timer's signal (SI_TIMER) with our `cookie`: the nanoseconds the
+/// sample stands for (its timer's clock since the previous sample); dithered, it re-arms
+/// the timer for a drawn period.
+uint32_t timer_source_signal(const siginfo_t *info, uint64_t cookie);
+
+/// The table armed the timer with kernel id `id` on `clock` for `cookie`: its signals are
+/// weighed on that clock and may re-arm it.
+void timer_source_register(int id, uint64_t cookie, clockid_t clock);
+
+/// The table is about to delete the timer: its signals re-arm nothing from now on.
+void timer_source_forget(int id);
+
 // MARK: - Wall-clock ticks (wall_ticks.c)
 
 typedef enum WallState {

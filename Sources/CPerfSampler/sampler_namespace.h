@@ -27,6 +27,7 @@
 #define g_deferPrefaulted        cperf_sampler_g_deferPrefaulted
 #define g_deferredSamples        cperf_sampler_g_deferredSamples
 #define g_deferUsed              cperf_sampler_g_deferUsed
+#define g_dither                 cperf_sampler_g_dither
 #define g_discoveryStop          cperf_sampler_g_discoveryStop
 #define g_dwfl                   cperf_sampler_g_dwfl
 #define g_fallbacks              cperf_sampler_g_fallbacks
@@ -77,6 +78,9 @@
 #define sampler_thread_ended     cperf_sampler_thread_ended
 #define scan                     cperf_sampler_scan
 #define sigprof_handler          cperf_sampler_sigprof_handler
+#define timer_source_signal      cperf_sampler_timer_source_signal
+#define timer_source_register    cperf_sampler_timer_source_register
+#define timer_source_forget      cperf_sampler_timer_source_forget
 #define ticker_main              cperf_sampler_ticker_main
 #define wait_for_handlers        cperf_sampler_wait_for_handlers
 #define walk                     cperf_sampler_walk

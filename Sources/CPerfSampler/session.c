@@ -6,6 +6,7 @@
 
 #include "async_chain.h"
 #include "deferred.h"
+#include "dither.h"
 #include "thread_table.h"
 
 #include <errno.h>
@@ -43,10 +44,14 @@ static pthread_t g_ticker;
 static bool g_tickerRunning;
 
 static _Atomic int32_t g_unwinder = -1;  // -1: not set, read PERFHARNESS_UNWINDER at start
+static _Atomic int32_t g_ditherSetting = 1;
+SAMPLER_HIDDEN bool g_dither;  // this session's (dither.h)
 
 int32_t CPerfSampler_gettid(void) { return (int32_t)syscall(SYS_gettid); }
 
 void CPerfSampler_setUnwinder(int32_t unwinder) { atomic_store(&g_unwinder, unwinder); }
+
+void CPerfSampler_setDither(int32_t dither) { atomic_store(&g_ditherSetting, dither != 0); }
 
 uint64_t CPerfSampler_fastSamples(void) {
   if (!g_hot.tables) return 0;
@@ -173,6 +178,8 @@ int32_t CPerfSampler_start(const CPerfSampler_Config *config, CPerfSampler_Error
   }
 
   g_config = *config;
+  // Before any thread is armed: the first periods are drawn then.
+  g_dither = atomic_load(&g_ditherSetting) != 0;
   g_mappedBytes = bytes;
   atomic_store(&g_arena, (uint8_t *)arena);
   atomic_store(&g_capacity, config->bufferBytes);

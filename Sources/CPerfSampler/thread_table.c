@@ -169,6 +169,8 @@ static void arm(ThreadEntry *entry) {
   entry->timer = timer;
   entry->hasTimer = true;
   entry->source = CPerfSampler_SourceTimer;
+  // glibc's timer_t of a SIGEV_THREAD_ID timer is the kernel's id, which signals carry.
+  timer_source_register((int)(intptr_t)timer, cookie, clock);
 }
 
 // The CPU time the recording could have sampled: from the thread's start if it started
@@ -199,8 +201,14 @@ static void disarm_one(ThreadEntry *entry, bool wait) {
     entry->cookie = 0;
   }
   if (entry->hasTimer) {
-    timer_delete(entry->timer);  // errors ignored: nothing left to do about them
-    entry->hasTimer = false;
+    // A handler that saw the timer registered re-arms it: forgotten, then no handler left in
+    // flight, then deleted, so its id is never re-armed once the program may hold it.
+    timer_source_forget((int)(intptr_t)entry->timer);
+    if (wait) {
+      wait_for_handlers();
+      timer_delete(entry->timer);  // errors ignored: nothing left to do about them
+      entry->hasTimer = false;
+    }
   }
   if (entry->perfFd >= 0) {
     perf_source_forget(entry->perfFd);
@@ -304,6 +312,8 @@ static void teardown_timers(void) {
   for (size_t i = 0; i < g_threadCount; i++) {
     if (g_threads[i].perfFd >= 0) perf_source_release(g_threads[i].perfFd);
     g_threads[i].perfFd = -1;
+    if (g_threads[i].hasTimer) timer_delete(g_threads[i].timer);
+    g_threads[i].hasTimer = false;
   }
 }
 

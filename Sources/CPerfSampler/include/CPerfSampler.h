@@ -185,6 +185,11 @@ enum { CPerfSampler_OwnMemoryRanges = 4 };
 /// Without a call, the PERFHARNESS_UNWINDER environment variable (auto, libunwind,
 /// verify) decides; pass -1 to go back to that.
 void CPerfSampler_setUnwinder(int32_t unwinder);
+/// Whether the next sessions dither their sampling periods (1, the default): each thread's
+/// next sample comes after a period drawn uniformly from 0.5-1.5 times 1/rateHz, so work
+/// that repeats at the sampling period is not sampled at one phase of it. 0: fixed
+/// periods, to show what that costs in accuracy.
+void CPerfSampler_setDither(int32_t dither);
 /// Samples of the last session (or the running one) unwound by the fast path, and in
 /// verify mode, how many of those differed from libunwind.
 uint64_t CPerfSampler_fastSamples(void);
