@@ -33,6 +33,10 @@ struct SamplerConfiguration: Sendable {
   var bufferBytes: Int = 256 << 20
   /// The thread's stack only: no Swift task's awaiting callers (`--no-async-stacks`).
   var physicalStacksOnly = false
+  /// Each thread's next sample after a period drawn from 0.5-1.5 times the mean, so work that
+  /// repeats at the sampling period is not sampled at one phase of it (docs/sampler.md).
+  /// Off only to measure what fixed periods cost (PERFHARNESS_DITHER=0).
+  var ditherPeriod = true
 
   static let rateRange = Int(CPerfSampler_MinRateHz)...Int(CPerfSampler_MaxRateHz)
   static let depthRange = Int(CPerfSampler_MinDepth)...Int(CPerfSampler_MaxDepth)
@@ -147,6 +151,7 @@ final class SamplingSession: Sendable {
       physicalStacksOnly: configuration.physicalStacksOnly ? 1 : 0,
       reserved: 0
     )
+    CPerfSampler_setDither(configuration.ditherPeriod ? 1 : 0)
     var error = CPerfSampler_Error()
     let status = CPerfSampler_start(&config, &error)
     guard status == Int32(CPerfSampler_OK.rawValue) else {

@@ -49,6 +49,10 @@ public struct TimeProfileReport: Codable, Sendable {
   public var shortThreadsCPUMilliseconds: Double?
   /// The program's own SIGPROF disposition, when it has one, and what that did to sampling.
   public var signalHandlerNote: String?
+  /// Whether each sample came after a period drawn from 0.5-1.5 times the mean (true), or
+  /// after the fixed period (false: work repeating at the sampling period can alias).
+  /// Absent in reports written before it was recorded.
+  public var periodDithered: Bool? = nil
 
   public struct ThreadSummary: Codable, Sendable {
     public var name: String

@@ -8,13 +8,17 @@ final class TimeProfiler {
   private var session: SamplingSession?
   private var results: [SamplingResult] = []
 
-  init(clock: SamplingClock, rateHz: Int, asyncStacks: Bool = true) {
+  /// ditherPeriod nil: dithered unless PERFHARNESS_DITHER=0.
+  init(clock: SamplingClock, rateHz: Int, asyncStacks: Bool = true, ditherPeriod: Bool? = nil) {
     var configuration = SamplerConfiguration(clock: clock, rateHz: rateHz)
     configuration.physicalStacksOnly = !asyncStacks
     // Where perf events are allowed but unwanted (a kernel whose cpu-clock events
     // misbehave, or to compare the two sources): PERFHARNESS_SAMPLE_SOURCE=timer. Read with
     // getenv: ProcessInfo's environment allocates, which moves the heap a leak scan reads.
     configuration.timersOnly = getenv("PERFHARNESS_SAMPLE_SOURCE").map { String(cString: $0) == "timer" } ?? false
+    // Fixed periods, to show what dithering is for (the bench's before row).
+    configuration.ditherPeriod =
+      ditherPeriod ?? getenv("PERFHARNESS_DITHER").map { String(cString: $0) != "0" } ?? true
     self.configuration = configuration
   }
 
@@ -107,7 +111,7 @@ final class TimeProfiler {
       unsampled: measuresCPU ? coverage.unsampled : Self.unsignalled(results),
       shortThreads: measuresCPU ? coverage.shortThreads : nil,
       shortThreadsCPUMilliseconds: measuresCPU ? coverage.shortMilliseconds : nil,
-      signalHandlerNote: signalHandlerNote())
+      signalHandlerNote: signalHandlerNote(), periodDithered: configuration.ditherPeriod)
   }
 
   /// Wall clock: each thread's time blocked where a tick would have made its call fail.
