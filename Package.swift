@@ -136,7 +136,7 @@ let package = Package(
     .testTarget(
       name: "PerfHarnessTests",
       dependencies: [
-        "PerfHarness", "LeakCorpusCases", "UnwindCases", "HeapScanCases",
+        "PerfHarness", "LeakCorpusCases", "UnwindCases", "HeapScanCases", "BenchWorkloads",
         .product(name: "PropertyBased", package: "swift-property-based"),
       ]),
     .testTarget(name: "PerfReportsTests", dependencies: ["PerfReports", "PerfBenchSupport"]),

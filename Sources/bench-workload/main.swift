@@ -2,6 +2,7 @@
 // (heaptrack, valgrind, an AddressSanitizer build) and `perfharness record` to run: `NAME`
 // runs one (churn when none is named) and prints the time it took, measured inside;
 // `keep COUNT` makes COUNT small objects and keeps them until exit (a heap for leak checks).
+// `periodic SECONDS`: work in step with the 1 kHz period (PeriodicWorkload).
 // `split SECONDS`: the Time Profiler's accuracy workload for `perf record`, for that much CPU
 // time. BENCH_IDLE_THREAD=1 starts an idle thread first (see below).
 import BenchWorkloads
@@ -10,6 +11,13 @@ import Glibc
 let arguments = Array(CommandLine.arguments.dropFirst())
 if arguments.count == 2, arguments[0] == "split", let seconds = Double(arguments[1]) {
   SplitWorkload.run(cpuNanoseconds: UInt64(seconds * 1e9))
+  exit(0)
+}
+// `periodic SECONDS`: work repeating at the 1 kHz period, for `perf record`; prints the run's
+// truth (each function's share of their CPU time, timed around every call).
+if arguments.count == 2, arguments[0] == "periodic", let seconds = Double(arguments[1]) {
+  let truth = PeriodicWorkload.run(cpuNanoseconds: UInt64(seconds * 1e9))
+  print("periodic-truth: " + truth.map { String($0) }.joined(separator: " "))
   exit(0)
 }
 // `keep COUNT`: COUNT small objects kept until exit, for a leak check at exit to scan.
