@@ -65,9 +65,9 @@ let perfharness = binDirectory.appendingPathComponent("perfharness")
 let output = URL(fileURLWithPath: "Reports/bench")
 try FileManager.default.createDirectory(at: output, withIntermediateDirectories: true)
 let rounds = Int(ProcessInfo.processInfo.environment["BENCH_ROUNDS"] ?? "") ?? 5
-// `--only time` / `--only alloc` / `--only workloads` / `--only report`: the Time Profiler
-// rows, the Allocations rows, the allocation workloads beside the peers, or the
-// report-generation rows, alone, for work on one part (the full
+// `--only time` / `--only alloc` / `--only workloads` / `--only report` / `--only periodic`:
+// the Time Profiler rows, the Allocations rows, the allocation workloads beside the peers,
+// the report-generation rows, or the periodic-work accuracy row, alone, for work on one part (the full
 // run takes long); prints them and leaves docs/measurements.md and bench.json as they are.
 let benchArguments = Array(CommandLine.arguments.dropFirst())
 let onlyTime: Bool
@@ -76,6 +76,13 @@ switch benchArguments {
 case []: (onlyTime, onlyAllocations) = (false, false)
 case ["--only", "time"]: (onlyTime, onlyAllocations) = (true, false)
 case ["--only", "alloc"]: (onlyTime, onlyAllocations) = (false, true)
+case ["--only", "periodic"]:
+  for figure in try measurePeriodic(rounds: 10) {
+    print(
+      "\(figure.name): \(String(format: "%.2f", figure.measured)) \(figure.unit) (target \(figure.target)); \(figure.detail)"
+    )
+  }
+  exit(0)
 case ["--only", "workloads"]:
   let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("perfharness-bench-workloads")
   try? FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
@@ -131,7 +138,7 @@ case ["--only", "report"]:
 default:
   FileHandle.standardError.write(
     Data(
-      "error: unknown arguments '\(benchArguments.joined(separator: " "))'; accepted: none (every figure), --only time, --only alloc, --only workloads, --only report or --big-report FILE MEGABYTES\n"
+      "error: unknown arguments '\(benchArguments.joined(separator: " "))'; accepted: none (every figure), --only time, --only alloc, --only workloads, --only report, --only periodic or --big-report FILE MEGABYTES\n"
         .utf8))
   exit(64)
 }
@@ -339,6 +346,8 @@ for round in 0..<(onlyAllocations ? 0 : 10) {
     perfAgainstPerf.append(zip(again, theirs).map { abs($0 - $1) }.max() ?? .nan)
   }
 }
+
+if !onlyAllocations { figures += try measurePeriodic(rounds: 10) }
 
 if !onlyAllocations {
   let rate = median(splitRates)
