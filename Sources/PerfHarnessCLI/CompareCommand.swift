@@ -33,6 +33,7 @@ struct CompareCommand: ParsableCommand {
   var html: String?
 
   mutating func validate() throws {
+    guard !CommandLineParsing.validationDeferred else { return }
     _ = try tolerances.tolerances()
   }
 

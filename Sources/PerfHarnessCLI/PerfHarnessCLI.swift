@@ -26,7 +26,9 @@ public enum PerfHarnessCLI {
       exit(ExitCodes.harnessError.rawValue)
     }
     catalog.withLock { $0 = declared }
-    PerfHarnessCommand.main()
+    let arguments = Array(CommandLine.arguments.dropFirst())
+    CommandLineParsing.reportParserErrors(in: arguments)
+    PerfHarnessCommand.main(arguments)
     exit(0)
   }
 
@@ -47,6 +49,30 @@ struct PerfHarnessCommand: ParsableCommand {
       """,
     version: PerfHarnessVersion.current,
     subcommands: [ListCommand.self, ScenarioCommand.self, RecordCommand.self, ReportCommand.self, CompareCommand.self])
+}
+
+/// ArgumentParser validates a command (`validate()`) before it looks for unknown options,
+/// and by then an unknown option's value has been read as an argument: `scenario
+/// closure-retain-cycles --instrument leaks` blamed "unknown scenario 'leaks'". So the
+/// arguments are parsed once with validation deferred, which lets the parser report what is
+/// its own (an unknown option with its "did you mean", a value that does not parse, a
+/// missing value) about what was typed; only then are they parsed again to be validated and
+/// run.
+enum CommandLineParsing {
+  /// True during the first parse: every `validate()` returns at once.
+  @TaskLocal static var validationDeferred = false
+
+  /// Exits with ArgumentParser's own message and code (64, or 0 for `--help`) when
+  /// `arguments` do not parse; returns when they do.
+  static func reportParserErrors(in arguments: [String]) {
+    $validationDeferred.withValue(true) {
+      do {
+        _ = try PerfHarnessCommand.parseAsRoot(arguments)
+      } catch {
+        PerfHarnessCommand.exit(withError: error)
+      }
+    }
+  }
 }
 
 /// Exit codes of the contract (docs/design.md, "Exit codes").

@@ -54,6 +54,7 @@ struct RecordCommand: ParsableCommand {
   var command: [String] = []
 
   mutating func validate() throws {
+    guard !CommandLineParsing.validationDeferred else { return }
     guard let program = command.first, !program.isEmpty else {
       throw ValidationError(
         "record needs the program to run after --; accepted: perfharness record [options] -- CMD [ARGS...]")

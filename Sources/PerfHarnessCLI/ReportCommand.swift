@@ -59,6 +59,7 @@ struct ReportCommand: ParsableCommand {
   var export: String?
 
   mutating func validate() throws {
+    guard !CommandLineParsing.validationDeferred else { return }
     _ = try parsedOptions()
     guard depth > 0 else { throw ValidationError("--depth must be a positive integer, got \(depth)") }
     guard (0...100).contains(minPercent) else {

@@ -30,6 +30,7 @@ struct ScenarioCommand: ParsableCommand {
   @OptionGroup var tolerances: ComparisonOptions
 
   mutating func validate() throws {
+    guard !CommandLineParsing.validationDeferred else { return }
     let catalog = PerfHarnessCLI.currentCatalog
     for name in names where catalog.scenario(named: name) == nil {
       throw ValidationError(

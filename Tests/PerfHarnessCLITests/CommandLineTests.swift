@@ -115,6 +115,23 @@ struct CommandLineTests {
     #expect(result.standardOutput.isEmpty)
   }
 
+  /// ArgumentParser validates before it looks for unknown options: the value of a mistyped
+  /// option was read as a scenario name and blamed ("unknown scenario 'leaks'").
+  @Test(
+    "an unknown option is named, with the option it resembles, before any argument is read as a name",
+    arguments: [
+      (["scenario", "closure-retain-cycles", "--instrument", "leaks"], "--instrument", "--instruments"),
+      (["scenario", "--variant", "golden", "--iteration", "2"], "--iteration", "--iterations"),
+      (["record", "--mark-evry", "1", "--", "/no/such/program"], "--mark-evry", "--mark-every"),
+    ])
+  func unknownOptionFirst(arguments: [String], unknown: String, suggested: String) throws {
+    let result = try perfharness.run(arguments)
+    #expect(result.status == 64, "\(arguments): \(result.standardError)")
+    let firstLine = result.standardError.split(separator: "\n").first.map(String.init) ?? ""
+    #expect(firstLine == "Error: Unknown option '\(unknown)'. Did you mean '\(suggested)'?", "\(result.standardError)")
+    #expect(result.standardOutput.isEmpty)
+  }
+
   @Test("a scenario run prints a summary and writes its report under --output")
   func runWritesReport() throws {
     let directory = try temporaryDirectory()
