@@ -23,7 +23,8 @@ struct CompareCommand: ParsableCommand {
   @OptionGroup var tolerances: ComparisonOptions
 
   @Option(
-    help: "text: a table on stdout; json: the comparison as JSON; markdown: a table for a pull request.")
+    help: "text: a table on stdout (default); json: the comparison as JSON; markdown: a table for a pull request.",
+    transform: Suggestion.value(of: OutputFormat.self))
   var format: OutputFormat = .text
 
   @Option(

@@ -65,6 +65,9 @@ enum CommandLineParsing {
   /// Exits with ArgumentParser's own message and code (64, or 0 for `--help`) when
   /// `arguments` do not parse; returns when they do.
   static func reportParserErrors(in arguments: [String]) {
+    if let unknown = unknownSubcommand(in: arguments) {
+      PerfHarnessCommand.exit(withError: unknown)
+    }
     $validationDeferred.withValue(true) {
       do {
         _ = try PerfHarnessCommand.parseAsRoot(arguments)
@@ -72,6 +75,19 @@ enum CommandLineParsing {
         PerfHarnessCommand.exit(withError: error)
       }
     }
+  }
+
+  /// A first argument that names no subcommand, with the one it resembles. ArgumentParser
+  /// reads it as an unexpected argument ("2 unexpected arguments: 'reprot', 'x.json'") and
+  /// lists neither the subcommands nor the nearest one.
+  static func unknownSubcommand(in arguments: [String]) -> ValidationError? {
+    guard let first = arguments.first, !first.hasPrefix("-") else { return nil }
+    let names = PerfHarnessCommand.configuration.subcommands.compactMap { $0.configuration.commandName }
+    // `help` is ArgumentParser's own: `perfharness help record`.
+    guard !(names + ["help"]).contains(first) else { return nil }
+    return ValidationError(
+      "unknown subcommand '\(first)'; \(Suggestion.didYouMean(first, among: names))"
+        + "accepted: \(names.joined(separator: ", "))")
   }
 }
 

@@ -2,9 +2,7 @@ import ArgumentParser
 import Foundation
 import PerfHarness
 
-extension SamplingClock: ExpressibleByArgument {}
-
-enum OutputFormat: String, ExpressibleByArgument, CaseIterable {
+enum OutputFormat: String, CaseIterable {
   case text, json
   /// GitHub-flavoured markdown for a pull request ($GITHUB_STEP_SUMMARY or a comment).
   case markdown
@@ -27,7 +25,9 @@ struct RecordingOptions: ParsableArguments {
       valueName: "hz"))
   var sampleRate: Int = RecordingConfiguration.defaultSampleRateHz
 
-  @Option(help: "Time Profiler clock: cpu (CPU time of each thread, default) or wall (also samples blocked threads).")
+  @Option(
+    help: "Time Profiler clock: cpu (CPU time of each thread, default) or wall (also samples blocked threads).",
+    transform: Suggestion.value(of: SamplingClock.self))
   var clock: SamplingClock = .cpu
 
   @Flag(
@@ -55,8 +55,8 @@ struct RecordingOptions: ParsableArguments {
 
   @Option(
     help:
-      "text (a summary per scenario), json (one report per line) or markdown (for a pull request or $GITHUB_STEP_SUMMARY)."
-  )
+      "text (a summary per scenario, default), json (one report per line) or markdown (for a pull request or $GITHUB_STEP_SUMMARY).",
+    transform: Suggestion.value(of: OutputFormat.self))
   var format: OutputFormat = .text
 
   /// Throws for a setting out of its range or a --leak-check-at-marks without the leaks
@@ -121,9 +121,10 @@ struct RecordingOptions: ParsableArguments {
     for name in text.split(separator: ",", omittingEmptySubsequences: false) {
       let trimmed = name.trimmingCharacters(in: .whitespaces)
       guard let instrument = Instrument(rawValue: trimmed) else {
+        let accepted = Instrument.allCases.map(\.rawValue)
         throw ValidationError(
-          "unknown instrument '\(trimmed)' in --instruments; accepted: \(Instrument.allCases.map(\.rawValue).joined(separator: ", ")), comma-separated"
-        )
+          "unknown instrument '\(trimmed)' in --instruments; \(Suggestion.didYouMean(trimmed, among: accepted + ["none"]))"
+            + "accepted: \(accepted.joined(separator: ", ")), comma-separated, or none")
       }
       result.append(instrument)
     }

@@ -71,7 +71,10 @@ struct ReportCommand: ParsableCommand {
     do {
       return try CallTreeOptions(parsing: callTree)
     } catch {
-      throw ValidationError("--call-tree: \(error)")
+      let accepted = CallTreeOptions.optionNames
+      throw ValidationError(
+        "--call-tree: unknown call tree option '\(error.word)'; \(Suggestion.didYouMean(error.word, among: accepted))"
+          + "accepted: a comma-separated list of \(accepted.joined(separator: ", ")), or none")
     }
   }
 

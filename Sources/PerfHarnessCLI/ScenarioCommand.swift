@@ -34,7 +34,8 @@ struct ScenarioCommand: ParsableCommand {
     let catalog = PerfHarnessCLI.currentCatalog
     for name in names where catalog.scenario(named: name) == nil {
       throw ValidationError(
-        "unknown scenario '\(name)'; the scenarios are: \(catalog.names.joined(separator: ", "))")
+        "unknown scenario '\(name)'; \(Suggestion.didYouMean(name, among: catalog.names))"
+          + "the scenarios are: \(catalog.names.joined(separator: ", "))")
     }
     try options.validate(for: selectedScenarios)
     for scenario in selectedScenarios { try checks.requireThresholds(named: scenario.name) }

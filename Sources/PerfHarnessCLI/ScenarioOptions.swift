@@ -43,9 +43,10 @@ struct ScenarioOptions: ParsableArguments {
   func validate(for scenarios: [Scenario]) throws {
     if let variant {
       for scenario in scenarios where !scenario.variants.map(\.rawValue).contains(variant) {
+        let accepted = scenario.variants.map(\.rawValue)
         throw ValidationError(
-          "unknown variant '\(variant)' for \(scenario.name); accepted: \(scenario.variants.map(\.rawValue).joined(separator: ", "))"
-        )
+          "unknown variant '\(variant)' for \(scenario.name); \(Suggestion.didYouMean(variant, among: accepted))"
+            + "accepted: \(accepted.joined(separator: ", "))")
       }
     }
     if let iterations, iterations < 1 {

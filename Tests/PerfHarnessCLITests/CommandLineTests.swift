@@ -132,6 +132,43 @@ struct CommandLineTests {
     #expect(result.standardOutput.isEmpty)
   }
 
+  @Test(
+    "a mistyped name or value gets the nearest accepted form and the whole list",
+    arguments: [
+      (
+        ["scenario", "closure-retain-cycle"],
+        "unknown scenario 'closure-retain-cycle'; did you mean 'closure-retain-cycles'? the scenarios are: "
+      ),
+      (
+        ["reprot", "x.json"],
+        "unknown subcommand 'reprot'; did you mean 'report'? accepted: list, scenario, record, report, compare"
+      ),
+      (
+        ["scenario", "closure-retain-cycles", "--instruments", "time,leak"],
+        "did you mean 'leaks'? accepted: time, allocations, leaks, comma-separated, or none"
+      ),
+      (["scenario", "closure-retain-cycles", "--variant", "fixd"], "did you mean 'fixed'? accepted: starter, fixed"),
+      (["scenario", "--format", "jsn"], "did you mean 'json'? accepted: text, json, markdown"),
+      (
+        ["compare", "a.json", "b.json", "--format", "markdwn"],
+        "did you mean 'markdown'? accepted: text, json, markdown"
+      ),
+      (["record", "--clock", "wal", "--", "/bin/true"], "did you mean 'wall'? accepted: cpu, wall"),
+      (
+        ["report", "x.json", "--call-tree", "invrt"],
+        "unknown call tree option 'invrt'; did you mean 'invert'? accepted: a comma-separated list of "
+      ),
+      // Nothing near: the list alone, no guess.
+      (["frobnicate"], "unknown subcommand 'frobnicate'; accepted: list, scenario, record, report, compare"),
+      (["scenario", "--format", "xml"], "'--format <format>': accepted: text, json, markdown"),
+    ])
+  func didYouMean(arguments: [String], message: String) throws {
+    let result = try perfharness.run(arguments)
+    #expect(result.status == 64, "\(arguments): \(result.standardError)")
+    #expect(result.standardError.contains(message), "\(result.standardError)")
+    #expect(result.standardOutput.isEmpty)
+  }
+
   @Test("a scenario run prints a summary and writes its report under --output")
   func runWritesReport() throws {
     let directory = try temporaryDirectory()
