@@ -112,16 +112,20 @@ struct RecordCommand: ParsableCommand {
     }
     try checks.judge(&report, named: name, baseline: stored, tolerances: try tolerances.tolerances())
     var writeFailure: (any Error)?
-    var path: String?
+    var written: ReportWriter.Written?
     do {
-      path = try ReportWriter(directory: recording.output).write(report, into: folder)
+      written = try ReportWriter(directory: recording.output).write(report, into: folder)
     } catch {
       writeFailure = error
     }
     switch recording.format {
-    case .text: print(TerminalText.lines(RunSummaryText.render(report, reportPath: path)), terminator: "")
+    case .text:
+      print(
+        TerminalText.lines(RunSummaryText.render(report, reportPath: written?.json, pagePath: written?.page)),
+        terminator: "")
     case .json: print(String(decoding: try ReportJSON.encode(report, pretty: false), as: UTF8.self))
-    case .markdown: print(MarkdownSummary.render(report, reportPath: path), terminator: "")
+    case .markdown:
+      print(MarkdownSummary.render(report, reportPath: written?.json, pagePath: written?.page), terminator: "")
     }
     if let writeFailure { throw writeFailure }
     let children = zip(outcome.children, report.program?.children ?? []).map { ($0, "\(name)/\($1.report)") }
@@ -141,7 +145,7 @@ struct RecordCommand: ParsableCommand {
     try children.map { child in
       let pid = child.program?.pid ?? 0
       let relative = "children/\(pid)-\(child.scenario.name)"
-      _ = try ReportWriter(directory: recording.output).write(child, into: folder, subfolder: relative)
+      try ReportWriter(directory: recording.output).write(child, into: folder, subfolder: relative)
       return ProgramInfo.Child(pid: pid, executable: child.program?.executable ?? "", report: relative)
     }
   }

@@ -6,11 +6,19 @@ import PerfReports
 struct ReportWriter {
   var directory: String
 
+  /// The paths a summary prints: the JSON for machines and `report compare`, the page for
+  /// people.
+  struct Written {
+    var json: String
+    var page: String
+  }
+
   /// Writes `report`'s files into `folder`, or into `subfolder` of it (a recorded
   /// program's child process).
-  /// - Returns: the path of the JSON report.
+  /// - Returns: the paths of the JSON report and of its HTML page.
   /// - Throws: `HarnessError` naming the file that could not be written.
-  func write(_ report: Report, into folder: ReportFolder, subfolder: String? = nil) throws -> String {
+  @discardableResult
+  func write(_ report: Report, into folder: ReportFolder, subfolder: String? = nil) throws -> Written {
     let prefix = subfolder.map { "\($0)/" } ?? ""
     func write(_ name: String, _ contents: () throws -> Data) throws {
       let data: Data
@@ -32,7 +40,9 @@ struct ReportWriter {
       }
       for file in files { try write(file.name) { file.contents } }
     }
-    return folder.url.appendingPathComponent(prefix + "report.json").path
+    return Written(
+      json: folder.url.appendingPathComponent(prefix + "report.json").path,
+      page: folder.url.appendingPathComponent(prefix + "report.html").path)
   }
 }
 

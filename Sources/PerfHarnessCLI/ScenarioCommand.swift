@@ -155,20 +155,22 @@ struct ScenarioCommand: ParsableCommand {
       try checks.judge(&report, named: scenario.name, baseline: stored, tolerances: try tolerances.tolerances())
       // The figures are printed even when the files cannot be written, then the run stops.
       var writeFailure: (any Error)?
-      var path: String?
+      var files: ReportWriter.Written?
       do {
-        path = try ReportWriter(directory: options.output).write(report, into: folder)
+        files = try ReportWriter(directory: options.output).write(report, into: folder)
       } catch {
         writeFailure = error
       }
       switch options.format {
       case .text:
-        print(TerminalText.lines(RunSummaryText.render(report, reportPath: path)), terminator: "")
+        print(
+          TerminalText.lines(RunSummaryText.render(report, reportPath: files?.json, pagePath: files?.page)),
+          terminator: "")
       case .json:
         let line = try ReportJSON.encode(report, pretty: false)
         print(String(decoding: line, as: UTF8.self))
       case .markdown:
-        print(MarkdownSummary.render(report, reportPath: path), terminator: "")
+        print(MarkdownSummary.render(report, reportPath: files?.json, pagePath: files?.page), terminator: "")
       }
       if let writeFailure { throw writeFailure }
       withExtendedLifetime(folder) {}

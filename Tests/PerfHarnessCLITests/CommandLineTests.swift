@@ -182,6 +182,12 @@ struct CommandLineTests {
     #expect(result.standardOutput.contains("closure-retain-cycles [fixed, 2 iterations]: no checks"))
     #expect(result.standardOutput.contains("No checks ran"))
     #expect(result.standardError.isEmpty, "no progress on stderr when it is not a terminal")
+    // The page a person opens is printed beside the JSON, and is there.
+    let printed = result.standardOutput.split(separator: "\n").map(String.init)
+    let page = try #require(printed.first { $0.hasPrefix("  html:   ") }?.dropFirst(10), "\(printed.suffix(4))")
+    #expect(page.hasSuffix("/closure-retain-cycles/fixed/report.html"))
+    #expect(FileManager.default.fileExists(atPath: String(page)))
+    #expect(printed.contains { $0.hasPrefix("  report: ") && $0.hasSuffix("/closure-retain-cycles/fixed/report.json") })
     // The Time Profiler names its source, and each thread's row its own rate and coverage.
     let lines = result.standardOutput.split(separator: "\n")
     #expect(lines.contains { $0.hasPrefix("    source: ") && $0.contains("samples per CPU second") })

@@ -6,7 +6,10 @@ import PerfHarness
 /// findings, checks and rows as the text summary; nothing here knows a scenario.
 public enum MarkdownSummary {
   /// One section per scenario run.
-  public static func render(_ report: Report, reportPath: String?) -> String {
+  /// - Parameters:
+  ///   - reportPath: where the JSON report was written, if it was.
+  ///   - pagePath: where its HTML page was written.
+  public static func render(_ report: Report, reportPath: String?, pagePath: String? = nil) -> String {
     let scenario = report.scenario
     let mark = report.status == .passed ? (report.wasChecked ? "✅" : "ℹ️") : "❌"
     var out =
@@ -30,7 +33,8 @@ public enum MarkdownSummary {
       out += self.comparison(comparison)
     }
     out += notGated(report.notGatedFigures)
-    if let reportPath { out += "Report: `\(code(reportPath))`\n\n" }
+    let paths = [reportPath, pagePath].compactMap { $0 }.map { "`\(code($0))`" }
+    if !paths.isEmpty { out += "Report: \(paths.joined(separator: ", "))\n\n" }
     return out
   }
 

@@ -3,7 +3,10 @@ import PerfHarness
 
 /// The per-scenario summary printed after a run.
 public enum RunSummaryText {
-  public static func render(_ report: Report, reportPath: String?) -> String {
+  /// - Parameters:
+  ///   - reportPath: where the JSON report was written, if it was.
+  ///   - pagePath: where its HTML page was written: the file a person opens.
+  public static func render(_ report: Report, reportPath: String?, pagePath: String? = nil) -> String {
     var lines: [String] = []
     let scenario = report.scenario
     let plural = scenario.iterations == 1 ? "iteration" : "iterations"
@@ -62,6 +65,9 @@ public enum RunSummaryText {
     }
     if let reportPath {
       lines.append("  report: \(reportPath)")
+    }
+    if let pagePath {
+      lines.append("  html:   \(pagePath)")
     }
     return lines.joined(separator: "\n") + "\n"
   }
