@@ -2,14 +2,15 @@ import ArgumentParser
 import Foundation
 import PerfHarness
 
-/// `--check` and the limits that override a scenario's thresholds file.
-struct CheckOptions: ParsableArguments {
-  @Flag(help: "Evaluate the scenario's thresholds; exit 2 when one fails.")
+/// `--check` and the limits that override a scenario's or program's thresholds file, their
+/// help in `Subject`'s words.
+struct CheckOptions<Subject: RecordedSubject>: ParsableArguments {
+  @Flag(help: "Evaluate \(Subject.thresholds); exit 2 when one fails.")
   var check = false
 
   @Option(
     help: ArgumentHelp(
-      "Folder of thresholds files, one <scenario>.yaml each.", valueName: "dir"))
+      "Folder of thresholds files, one \(Subject.thresholdsFile) each.", valueName: "dir"))
   var thresholds: String = "Scenarios/thresholds"
 
   @Option(

@@ -31,7 +31,7 @@ struct ComparisonOptions: ParsableArguments {
   @Flag(
     name: .customLong("allow-different-setup"),
     help:
-      "Compare with a baseline of another scenario or variant, or recorded with other iterations or instruments (default: refused, exit 64)."
+      "Compare with a baseline of another scenario, program or variant, or recorded with other iterations or instruments (default: refused, exit 64)."
   )
   var allowDifferentSetup = false
 

@@ -21,7 +21,7 @@ struct RecordCommand: ParsableCommand {
       status or death by a signal is exit 3 (the report holds the status).
       """)
 
-  @OptionGroup var recording: RecordingOptions
+  @OptionGroup var recording: RecordingOptions<ProgramSubject>
 
   @Option(
     name: .customLong("mark-every"),
@@ -40,7 +40,7 @@ struct RecordCommand: ParsableCommand {
       valueName: "seconds"))
   var grace = ScenarioProcess.stopGraceSeconds
 
-  @OptionGroup var checks: CheckOptions
+  @OptionGroup var checks: CheckOptions<ProgramSubject>
 
   @Option(
     help: ArgumentHelp(

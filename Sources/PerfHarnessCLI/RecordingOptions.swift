@@ -8,13 +8,14 @@ enum OutputFormat: String, CaseIterable {
   case markdown
 }
 
-/// What to record and where the reports go: the options `scenario` and `record` share.
-struct RecordingOptions: ParsableArguments {
+/// What to record and where the reports go: the options `scenario` and `record` share, their
+/// help in `Subject`'s words.
+struct RecordingOptions<Subject: RecordedSubject>: ParsableArguments {
   @Option(
     help: ArgumentHelp(
-      "Comma-separated instruments: time, allocations, leaks, or none (default: what each scenario declares; see 'list').",
+      "Comma-separated instruments: time, allocations, leaks, or none (default: \(Subject.defaultInstruments)).",
       valueName: "list"),
-    transform: parseInstruments)
+    transform: InstrumentList.parse)
   /// nil when `--instruments` was not given: each scenario then records its own.
   var instruments: Set<Instrument>?
 
@@ -55,7 +56,7 @@ struct RecordingOptions: ParsableArguments {
 
   @Option(
     help:
-      "text (a summary per scenario, default), json (one report per line) or markdown (for a pull request or $GITHUB_STEP_SUMMARY).",
+      "text (\(Subject.summary), default), json (one report per line) or markdown (for a pull request or $GITHUB_STEP_SUMMARY).",
     transform: Suggestion.value(of: OutputFormat.self))
   var format: OutputFormat = .text
 
@@ -114,8 +115,22 @@ struct RecordingOptions: ParsableArguments {
     }
   }
 
+  /// What the options ask to record.
+  func configuration(memoryWarningAtEnd: Bool) -> RecordingConfiguration {
+    var configuration = RecordingConfiguration(
+      instruments: instruments ?? Set(Instrument.defaults), sampleRateHz: sampleRate, clock: clock,
+      memoryWarningAtEnd: memoryWarningAtEnd, allocationStacks: !noAllocationStacks,
+      leakSuppressions: (try? parsedSuppressions()) ?? .none)
+    configuration.leakCheckAtMarks = leakCheckAtMarks
+    configuration.asyncStacks = !noAsyncStacks
+    return configuration
+  }
+}
+
+/// `--instruments`: outside the generic options, whose metatype a `transform` may not capture.
+enum InstrumentList {
   /// `--instruments`: a comma-separated list of instruments, or none.
-  static func parseInstruments(_ text: String) throws -> Set<Instrument> {
+  static func parse(_ text: String) throws -> Set<Instrument> {
     if text == "none" { return [] }
     var result: [Instrument] = []
     for name in text.split(separator: ",", omittingEmptySubsequences: false) {
@@ -134,16 +149,5 @@ struct RecordingOptions: ParsableArguments {
       )
     }
     return Set(result)
-  }
-
-  /// What the options ask to record.
-  func configuration(memoryWarningAtEnd: Bool) -> RecordingConfiguration {
-    var configuration = RecordingConfiguration(
-      instruments: instruments ?? Set(Instrument.defaults), sampleRateHz: sampleRate, clock: clock,
-      memoryWarningAtEnd: memoryWarningAtEnd, allocationStacks: !noAllocationStacks,
-      leakSuppressions: (try? parsedSuppressions()) ?? .none)
-    configuration.leakCheckAtMarks = leakCheckAtMarks
-    configuration.asyncStacks = !noAsyncStacks
-    return configuration
   }
 }

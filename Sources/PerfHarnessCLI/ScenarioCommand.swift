@@ -19,7 +19,7 @@ struct ScenarioCommand: ParsableCommand {
   var names: [String] = []
 
   @OptionGroup var options: ScenarioOptions
-  @OptionGroup var checks: CheckOptions
+  @OptionGroup var checks: CheckOptions<ScenarioSubject>
 
   @Option(
     help: ArgumentHelp(

@@ -4,7 +4,7 @@ import PerfHarness
 
 /// The options of `scenario`: the shared recording options and what only a scenario has.
 struct ScenarioOptions: ParsableArguments {
-  @OptionGroup var recording: RecordingOptions
+  @OptionGroup var recording: RecordingOptions<ScenarioSubject>
 
   /// nil when `--instruments` was not given: each scenario then records its own.
   var instruments: Set<Instrument>? {

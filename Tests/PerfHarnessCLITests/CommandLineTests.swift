@@ -294,6 +294,41 @@ struct SynopsisTests {
   }
 }
 
+/// `scenario` and `record` share their options; each one's help speaks of what it records.
+@Suite("Each command's --help in its own words")
+struct HelpWordsTests {
+  let perfharness = try! BuiltBinary("perfharness")
+
+  @Test(
+    "record --help speaks of the program, scenario --help of scenarios",
+    arguments: [
+      (
+        "record",
+        [
+          "(default: time,allocations,leaks)", "Evaluate the program's thresholds", "one <executable name>.yaml each",
+          "a summary of the program's run",
+        ],
+        ["each scenario declares", "the scenario's thresholds", "<scenario>.yaml", "per scenario"]
+      ),
+      (
+        "scenario",
+        [
+          "(default: what each scenario declares; see 'list')", "Evaluate the scenario's thresholds",
+          "one <scenario>.yaml each", "a summary per scenario",
+        ],
+        ["the program's"]
+      ),
+    ])
+  func ownWords(command: String, says: [String], neverSays: [String]) throws {
+    let help = try perfharness.run([command, "--help"])
+    #expect(help.status == 0)
+    // Unwrapped: ArgumentParser breaks lines at the terminal's width.
+    let text = help.standardOutput.split(whereSeparator: \.isWhitespace).joined(separator: " ")
+    for phrase in says { #expect(text.contains(phrase), "\(command) --help should say \(phrase)") }
+    for phrase in neverSays { #expect(!text.contains(phrase), "\(command) --help should not say \(phrase)") }
+  }
+}
+
 @Suite("The guide's example of a user's own scenario package (Examples/CustomScenarios)")
 struct ExampleExecutableTests {
   @Test("gets the same CLI for its own scenarios")
