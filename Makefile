@@ -12,7 +12,7 @@ TEST_PACKAGES := chromium protobuf-compiler linux-perf libjemalloc2 libtcmalloc-
 RUN_CONFIGURATION ?= release
 ARGS ?=
 
-.PHONY: help setup system-packages build run test test-tsan bench leak-corpus raw-buffer-leaks stress server-fixture lint clean
+.PHONY: help setup system-packages build run test test-tsan bench leak-corpus raw-buffer-leaks stress server-fixture lint golden clean
 
 ## help: this list: each target and the first line of its `##` comment.
 help:
@@ -137,6 +137,12 @@ lint: system-packages
 	$(SWIFT) format lint --recursive --strict Sources Scenarios Tests Examples
 	clang-format --dry-run --Werror $(C_SOURCES)
 	scripts/check-c-warnings.sh
+
+## golden: rewrite the summaries' expected files (Tests/Fixtures/SummaryGolden) from the renderers.
+##   Only deliberately: review `git diff Tests/Fixtures/SummaryGolden` as the change it is.
+golden: setup
+	$(SWIFT) build --build-tests
+	PERFHARNESS_REGENERATE_GOLDEN=1 $(SWIFT) test --skip-build --filter SummaryGoldenTests
 
 clean:
 	rm -rf .build

@@ -2,11 +2,12 @@ import Foundation
 import PerfHarness
 
 /// The Time Profiler's part of the run summary: threads, top functions and the heaviest
-/// paths of the main thread's call tree, with Hide System Libraries.
+/// paths of the call tree, with Hide System Libraries, of every thread merged (or of the one
+/// thread sampled).
 public enum TimeProfileText {
   /// - Parameters:
   ///   - topFunctions: rows of the Top Functions table.
-  ///   - callTreeDepth: depth of the main thread's call tree; 0 leaves the tree out.
+  ///   - callTreeDepth: depth of the call tree; 0 leaves the tree out.
   public static func render(_ profile: TimeProfileReport, topFunctions: Int = 8, callTreeDepth: Int = 12) -> String {
     var lines: [String] = []
     let lost = profile.lostSamples > 0 ? ", \(profile.lostSamples) LOST" : ", none lost"
@@ -47,21 +48,54 @@ public enum TimeProfileText {
     if profile.threads.count > 6 {
       lines.append("    … \(profile.threads.count - 6) more threads")
     }
-    if let main = profile.threads.first(where: \.isMain), !main.topFunctions.isEmpty {
-      lines.append("  Top functions on the Main Thread (Hide System Libraries):")
-      let table = CallTreeText.renderTopFunctions(main.topFunctions, limit: topFunctions)
+    let subject = Subject(profile)
+    let functions = subject.thread?.topFunctions ?? profile.topFunctions
+    if !functions.isEmpty {
+      lines.append("  Top functions \(subject.heading) (Hide System Libraries):")
+      let table = CallTreeText.renderTopFunctions(functions, limit: topFunctions)
       lines += table.split(separator: "\n", omittingEmptySubsequences: false).filter { !$0.isEmpty }.map { "    " + $0 }
     }
-    if callTreeDepth > 0, let main = profile.profile.threads.firstIndex(where: \.isMain) {
+    if callTreeDepth > 0 {
       let tree = CallTree(
-        profile: profile.profile, options: .init(hideSystemLibraries: true), threads: [main],
+        profile: profile.profile, options: .init(hideSystemLibraries: true), threads: subject.profileThreads,
         pruning: CallTreePruning(minimumFraction: 0.05, maxDepth: callTreeDepth))
       if !tree.roots.isEmpty {
-        lines.append("  Call tree of the Main Thread (Hide System Libraries; rows under 5% folded):")
+        lines.append("  Call tree \(subject.heading) (Hide System Libraries; rows under 5% folded):")
         let text = CallTreeText.render(tree, maxDepth: callTreeDepth, minPercent: 5, topN: 3)
         lines += text.split(separator: "\n").map { "    " + $0 }
       }
     }
     return lines.joined(separator: "\n") + "\n"
+  }
+}
+
+extension TimeProfileText {
+  /// Whose functions and call tree the summary shows: every thread merged, as Instruments'
+  /// call tree does without Separate by Thread. A server's main thread starts it up in a
+  /// few ms while its workers do the work, often the same work on several threads: merged,
+  /// their samples add up on one path, where any one thread would show only its share. When
+  /// one thread does nearly everything (a scenario on the main thread) merged is that thread.
+  /// The threads table above and the findings still split the time by thread.
+  struct Subject {
+    /// The one thread with samples; nil when several have them.
+    var thread: TimeProfileReport.ThreadSummary?
+    /// Its index in the profile's threads, for the call tree; nil means all.
+    var profileThreads: Set<Int>?
+    var heading: String
+
+    init(_ profile: TimeProfileReport) {
+      let sampled = profile.threads.filter { $0.sampleCount > 0 }
+      if sampled.count == 1, let only = sampled.first,
+        let index = profile.profile.threads.firstIndex(where: { $0.threadID == only.threadID && $0.name == only.name })
+      {
+        thread = only
+        profileThreads = [index]
+        heading = only.isMain ? "of the Main Thread" : "of \(TerminalText.inline(only.name)) [\(only.threadID)]"
+      } else {
+        thread = nil
+        profileThreads = nil
+        heading = "of all \(sampled.count) threads merged"
+      }
+    }
   }
 }
