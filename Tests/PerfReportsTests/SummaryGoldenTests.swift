@@ -90,3 +90,24 @@ struct SummaryGoldenTests {
     #expect(!text.contains("Server.JSON.parse"))
   }
 }
+
+@Suite("Summary wording: counts and shares as a person reads them")
+struct SummaryWordingTests {
+  @Test(
+    "coverage reads 100 % within the clocks' difference, the measured figure beyond it",
+    arguments: [
+      (100.3, 1_600.0, 1.0, 1, "100.0%"), (103.4, 2.9, 1.0, 0, "100%"), (95.25, 1_000.0, 1.0, 1, "95.2%"),
+      (130.0, 1_000.0, 1.0, 1, "130.0%"), (102.0, 1_000.0, 1.0, 0, "102%"),
+    ])
+  func coverage(percent: Double, cpu: Double, slack: Double, decimals: Int, shown: String) {
+    #expect(TimeProfileText.coverageText(percent, of: cpu, slack: slack, decimals: decimals) == shown)
+  }
+
+  @Test("the recorder's losses are counted in the singular and the plural")
+  func losses() {
+    let lost = AllocationsReport.Lost(blocks: 1, stacks: 2, freedCategories: 1, timelinePoints: 0)
+    #expect(
+      AllocationsText.lossText(lost)
+        == "; LOST: 1 block not tracked, 1 free with the type lost, 2 allocations without a stack")
+  }
+}

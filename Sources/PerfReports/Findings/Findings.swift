@@ -67,7 +67,7 @@ public enum Findings {
       heaviestOverall.map {
         "Heaviest program function: \($0.function.symbol) on \($0.thread), "
           + "\(percentText($0.function.selfPercent)) of that thread's time"
-      } ?? "No program function was sampled (\(profile.sampleCount) samples)"
+      } ?? "No program function was sampled (\(counted(profile.sampleCount, "sample")))"
     return [Finding(kind: "time", summary: summary, details: details, isProblem: false)]
   }
 
@@ -97,7 +97,7 @@ public enum Findings {
     }
     let top = grew.sorted { $0.value.bytes != $1.value.bytes ? $0.value.bytes > $1.value.bytes : $0.key < $1.key }
       .prefix(4)
-    var details = top.map { "\($0.key): +\(formatBytes($0.value.bytes)) in \($0.value.count) blocks" }
+    var details = top.map { "\($0.key): +\(formatBytes($0.value.bytes)) in \(counted($0.value.count, "block"))" }
     if let largest = later.max(by: { $0.growthBytes < $1.growthBytes }), largest.growthBytes > 0 {
       details.insert(
         "largest: generation \(largest.index) \"\(largest.label)\", +\(formatBytes(largest.growthBytes))", at: 0)
@@ -140,7 +140,8 @@ public enum Findings {
       ? "no retain cycle"
       : "\(leaks.cycles.count) retain \(leaks.cycles.count == 1 ? "cycle" : "cycles") × \(instances)"
     return Finding(
-      kind: "leaks", summary: "\(leaks.leakedCount) leaked blocks (\(formatBytes(leaks.leakedBytes))), \(cycles)",
+      kind: "leaks",
+      summary: "\(counted(leaks.leakedCount, "leaked block")) (\(formatBytes(leaks.leakedBytes))), \(cycles)",
       details: details, isProblem: true)
   }
 
@@ -164,13 +165,18 @@ public enum Findings {
     let ungated = report.notGatedFigures
     details += ungated.map { "not gated: \($0.figure), \($0.measured) (gate with \($0.gatedBy))" }
     let notGated = ungated.isEmpty ? "" : "; not gated: " + ungated.map(\.figure).joined(separator: ", ")
-    let gates = [counted(report.checks.count, "check")] + (report.comparison == nil ? [] : ["baseline"])
+    let gates =
+      (report.checks.isEmpty && report.comparison != nil ? [] : [counted(report.checks.count, "check")])
+      + (report.comparison == nil ? [] : ["baseline"])
+    // Only the gates that ran are counted: a baseline run without --check has no checks to
+    // say "0 of 0" about.
+    let problems =
+      (report.checks.isEmpty ? [] : ["\(failed.count) of \(counted(report.checks.count, "check")) failed"])
+      + (regressions.isEmpty ? [] : ["\(counted(regressions.count, "figure")) regressed against the baseline"])
     let summary =
       failed.isEmpty && regressions.isEmpty
       ? "Every check passed (\(gates.joined(separator: ", ")))\(notGated)"
-      : "\(failed.count) of \(counted(report.checks.count, "check")) failed"
-        + (regressions.isEmpty
-          ? "" : ", \(counted(regressions.count, "figure")) regressed against the baseline") + notGated
+      : problems.joined(separator: ", ") + notGated
     return Finding(
       kind: "checks", summary: summary, details: details, isProblem: !(failed.isEmpty && regressions.isEmpty))
   }

@@ -14,7 +14,7 @@ public enum MarkdownSummary {
     let mark = report.status == .passed ? (report.wasChecked ? "✅" : "ℹ️") : "❌"
     var out =
       "### \(mark) \(escape(scenario.name)) [\(escape(scenario.variant))]: \(report.verdict)\n\n"
-      + "\(scenario.iterations) iterations, \(formatMilliseconds(report.wallTimeMilliseconds)); "
+      + "\(Findings.counted(scenario.iterations, "iteration")), \(formatMilliseconds(report.wallTimeMilliseconds)); "
       + "instruments: \(scenario.instruments.map(\.rawValue).joined(separator: ", "))\n\n"
     if let error = report.error { out += "> **Error:** \(escape(error))\n\n" }
     let findings = Findings.of(report)

@@ -10,10 +10,10 @@ public enum AllocationsText {
   /// Every loss the recorder counted: the figures above it are incomplete.
   static func lossText(_ lost: AllocationsReport.Lost) -> String {
     let parts = [
-      (lost.blocks, "blocks not tracked"), (lost.freedCategories, "frees with their type lost"),
-      (lost.stacks, "allocations without their stack"), (lost.timelinePoints, "timeline points"),
-      (lost.marks ?? 0, "marks past the 65535-generation limit (their allocations count in the last generation)"),
-    ].filter { $0.0 > 0 }.map { "\($0.0) \($0.1)" }
+      (lost.blocks, "block", "not tracked"), (lost.freedCategories, "free", "with the type lost"),
+      (lost.stacks, "allocation", "without a stack"), (lost.timelinePoints, "timeline point", ""),
+      (lost.marks ?? 0, "mark", "past the 65535-generation limit (their allocations count in the last generation)"),
+    ].filter { $0.0 > 0 }.map { Findings.counted($0.0, $0.1) + ($0.2.isEmpty ? "" : " " + $0.2) }
     return parts.isEmpty ? "" : "; LOST: " + parts.joined(separator: ", ")
   }
 
@@ -22,7 +22,7 @@ public enum AllocationsText {
     let totals = allocations.totals
     var lines: [String] = []
     lines.append(
-      "  Allocations: \(totals.totalAllocations) allocations (\(formatBytes(totals.totalBytes))); "
+      "  Allocations: \(Findings.counted(totals.totalAllocations, "allocation")) (\(formatBytes(totals.totalBytes))); "
         + "\(totals.persistentCount) persistent (\(formatBytes(totals.persistentBytes))), "
         + "\(totals.transientCount) transient; peak \(formatBytes(totals.peakLiveBytes))"
         + lossText(allocations.lost))
@@ -44,7 +44,8 @@ public enum AllocationsText {
           + category.name)
     }
     if categories.count > shown.count {
-      lines.append("    … \(categories.count - shown.count) more categories")
+      let more = categories.count - shown.count
+      lines.append("    … \(more) more \(more == 1 ? "category" : "categories")")
     }
     if allocations.generations.count > 1 {
       lines.append("  Generations (growth = allocated in the generation and still live at the end):")

@@ -41,11 +41,16 @@ public enum ComparisonText {
       for change in allocations {
         lines.append(
           "      " + leftPad("+" + formatBytes(change.currentBytes - change.baselineBytes), 11)
-            + leftPad(String(format: "%+d blocks", change.currentCount - change.baselineCount), 13)
+            + leftPad(signedBlocks(change.currentCount - change.baselineCount), 13)
             + "  \(change.site)  [\(change.category)]")
       }
     }
     return lines.joined(separator: "\n") + "\n"
+  }
+
+  /// `+1 block`, `-3 blocks`.
+  private static func signedBlocks(_ change: Int) -> String {
+    (change < 0 ? "-" : "+") + Findings.counted(abs(change), "block")
   }
 
   private static func value(_ value: Double?, unit: String) -> String {
