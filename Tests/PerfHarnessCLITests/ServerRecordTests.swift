@@ -201,13 +201,22 @@ struct ServerRecordTests {
     let rootLeaks = (leaks?.rootLeaks ?? []).map { leak in
       "\(leak.count) × \(leak.type) (\(leak.bytes) B) from \(leak.allocationStack.prefix(4).map(\.symbol))"
     }
+    // An indirect leak is held by a leaked block: while the only leaked roots besides the
+    // route's rings are continuations of a cache read as leaked, what it holds leaked with
+    // it (a full make test saw one such block beside 259 continuations) and is that miss.
+    let continuations =
+      allLeaks.filter { isContinuation($0.allocationStack) }.reduce(0) { $0 + $1.count }
+      + (otherCycles.count - appCycles.count)
+    let otherRoots = (leaks?.rootLeaks ?? []).filter { !isContinuation($0.allocationStack) }.reduce(0) { $0 + $1.count }
+    let otherIndirect = (leaks?.indirectLeaks ?? []).filter { !isContinuation($0.allocationStack) }
+      .reduce(0) { $0 + $1.count }
+    let heldByTheMiss = continuations > 0 && otherRoots == 0
     return Verdict(
       exitStatus: result.status, status: report.status, requests: requests, cycleInstances: cycleInstances,
       rootLeaks: rootLeaks,
       indirectLeaks: leaks?.indirectLeakCount ?? -1, leakedBlocks: leaks?.leakedCount ?? -1,
-      continuationLeaks: allLeaks.filter { isContinuation($0.allocationStack) }.reduce(0) { $0 + $1.count }
-        + (otherCycles.count - appCycles.count),
-      otherLeaks: allLeaks.filter { !isContinuation($0.allocationStack) }.reduce(0) { $0 + $1.count })
+      continuationLeaks: continuations + (heldByTheMiss ? otherIndirect : 0),
+      otherLeaks: otherRoots + (heldByTheMiss ? 0 : otherIndirect))
   }
 
   @Test(
